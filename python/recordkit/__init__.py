@@ -1,0 +1,39 @@
+"""recordkit: TFRecord, tf.train.Example and OFRecord files from Python, without TensorFlow.
+
+Byte-compatible with TensorFlow and OneFlow, CRC-checked, and fast: framing,
+checksums and compression run in Rust with the GIL released.
+
+>>> import recordkit as rk
+>>> with rk.TFRecordWriter("data.tfrecord") as w:  # doctest: +SKIP
+...     w.write(b"hello")
+>>> list(rk.TFRecordReader("data.tfrecord"))  # doctest: +SKIP
+[b'hello']
+"""
+
+from recordkit._native import __version__
+from recordkit.errors import DataLossError, DataLossWarning, RecordkitError
+from recordkit.records import (
+    DamagedRegion,
+    OFRecordReader,
+    OFRecordWriter,
+    ReadStats,
+    TFRecordReader,
+    TFRecordWriter,
+    count_records,
+    write_ofrecord_parts,
+)
+
+__all__ = [
+    "__version__",
+    "RecordkitError",
+    "DataLossError",
+    "DataLossWarning",
+    "TFRecordReader",
+    "TFRecordWriter",
+    "OFRecordReader",
+    "OFRecordWriter",
+    "ReadStats",
+    "DamagedRegion",
+    "count_records",
+    "write_ofrecord_parts",
+]

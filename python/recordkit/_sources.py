@@ -1,0 +1,144 @@
+"""Turning what a user calls a path into something the Rust core can read or write.
+
+Local paths go to Rust as strings (Rust opens and maps them). Open binary
+file objects are read through their ``read`` method. Any other ``scheme://``
+URL goes through fsspec, an optional dependency imported only then.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+Source = Union[PathLike, IO[bytes]]
+
+__all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "display_name"]
+
+
+def _is_file_object(obj: Any) -> bool:
+    return hasattr(obj, "read") or hasattr(obj, "write")
+
+
+def display_name(source: Any) -> str:
+    """How a source is named in messages."""
+    if _is_file_object(source):
+        name = getattr(source, "name", None)
+        return name if isinstance(name, str) else repr(source)
+    return os.fsdecode(os.fspath(source))
+
+
+def _split_url(path: str) -> tuple[str | None, str]:
+    """``("s3", url)`` for a URL, ``(None, local_path)`` for a local path."""
+    if "://" in path:
+        scheme, rest = path.split("://", 1)
+        if scheme == "file":
+            return None, rest
+        return scheme, path
+    return None, path
+
+
+def _fsspec() -> Any:
+    try:
+        import fsspec
+    except ImportError:
+        raise ImportError(
+            "reading or writing URLs needs fsspec: pip install 'recordkit[fsspec]'"
+        ) from None
+    return fsspec
+
+
+@dataclass
+class Opened:
+    """A readable source: what to pass to Rust, its name, and how to release it."""
+
+    handle: Any
+    name: str
+    close: Callable[[], None] = field(default=lambda: None)
+    reopenable: bool = True
+
+
+def open_input(source: Source) -> Opened:
+    """Prepares ``source`` (path, URL or binary file object) for reading."""
+    if _is_file_object(source):
+        return Opened(source, display_name(source), reopenable=False)
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(
+            f"expected a path, a URL or a binary file object, not {type(source).__name__}"
+        )
+    scheme, path = _split_url(os.fsdecode(os.fspath(source)))
+    if scheme is None:
+        return Opened(path, path)
+    handle = _fsspec().open(path, "rb").open()
+    return Opened(handle, path, handle.close)
+
+
+class AtomicTarget:
+    """A file that appears under its final name only when :meth:`commit` runs.
+
+    Writes go to a temporary name beside the target; :meth:`commit` renames it
+    into place, :meth:`discard` deletes it. File objects are written directly:
+    their owner decides what becomes of them.
+    """
+
+    def __init__(self, target: Source) -> None:
+        self.name = display_name(target)
+        self._fs: Any = None
+        self._file: Any = None
+        self._temp: str | None = None
+        self._final: str | None = None
+        if _is_file_object(target):
+            self.handle: Any = target
+            return
+        if not isinstance(target, (str, os.PathLike)):
+            raise TypeError(
+                f"expected a path, a URL or a binary file object, not {type(target).__name__}"
+            )
+        scheme, path = _split_url(self.name)
+        suffix = f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        if scheme is None:
+            directory, base = os.path.split(os.path.abspath(path))
+            if not os.path.isdir(directory):
+                raise FileNotFoundError(2, "No such directory", directory)
+            self._final = path
+            self._temp = os.path.join(directory, f".{base}{suffix}")
+            self.handle = self._temp
+        else:
+            fs, fs_path = _fsspec().core.url_to_fs(path)
+            self._fs = fs
+            self._final = fs_path
+            self._temp = fs_path + suffix
+            self._file = fs.open(self._temp, "wb")
+            self.handle = self._file
+
+    def commit(self) -> None:
+        """Moves the finished file under its final name."""
+        if self._temp is None or self._final is None:
+            return
+        if self._fs is None:
+            os.replace(self._temp, self._final)
+        else:
+            self._file.close()
+            self._fs.mv(self._temp, self._final)
+        self._temp = None
+
+    def discard(self) -> None:
+        """Deletes the unfinished file; nothing appears under the final name."""
+        if self._temp is None:
+            return
+        temp, self._temp = self._temp, None
+        try:
+            if self._fs is None:
+                os.unlink(temp)
+            else:
+                self._file.close()
+                self._fs.rm(temp)
+        except OSError:
+            pass  # already gone, or the filesystem refuses: nothing more to do
+
+
+def open_output(target: Source) -> AtomicTarget:
+    """Prepares ``target`` (path, URL or binary file object) for writing."""
+    return AtomicTarget(target)

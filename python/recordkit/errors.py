@@ -1,0 +1,63 @@
+"""recordkit's exceptions: one hierarchy, each class also a built-in a user would catch.
+
+Every exception pickles with its attributes, so it survives the trip from a
+DataLoader or Ray worker to the main process.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RecordkitError", "DataLossError", "DataLossWarning"]
+
+
+class RecordkitError(Exception):
+    """Base class of every error recordkit raises on its own account."""
+
+
+class DataLossError(RecordkitError, IOError):
+    """A file is damaged: a bad CRC, a truncated record, a cut compressed stream.
+
+    Attributes:
+        path: The file the damage is in.
+        offset: The byte offset TensorFlow would report (in the uncompressed
+            stream): the record's start for a bad length, a bad length CRC or a
+            truncated record; the payload's start for a bad data CRC.
+        record_index: How many intact records come before the damage.
+        kind: A short name for the damage, e.g. ``"corrupt_data"``,
+            ``"truncated_record"``, ``"partial_header"``, ``"truncated_stream"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+        record_index: int | None = None,
+        kind: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.offset = offset
+        self.record_index = record_index
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # type: ignore[override]
+        # IOError's own reduce would rebuild from args alone and drop the fields.
+        return (
+            _rebuild_data_loss_error,
+            (self.message, self.path, self.offset, self.record_index, self.kind),
+        )
+
+
+def _rebuild_data_loss_error(
+    message: str, path: str | None, offset: int | None, record_index: int | None, kind: str | None
+) -> DataLossError:
+    return DataLossError(message, path=path, offset=offset, record_index=record_index, kind=kind)
+
+
+class DataLossWarning(UserWarning):
+    """Damaged data was skipped because the caller asked for ``on_error="skip"``."""

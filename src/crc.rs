@@ -1,0 +1,58 @@
+//! CRC-32C (Castagnoli) and TensorFlow's mask over it.
+//!
+//! The `crc32c` crate picks the CPU's CRC instruction (SSE 4.2 / ARMv8 CRC) at
+//! run time and falls back to tables elsewhere.
+
+/// TensorFlow's `kMaskDelta`.
+const MASK_DELTA: u32 = 0xa282_ead8;
+
+/// Standard CRC-32C of `data`.
+#[inline]
+pub fn crc32c(data: &[u8]) -> u32 {
+    crc32c::crc32c(data)
+}
+
+/// TensorFlow's mask: rotate right by 15, then add the delta (wrapping).
+#[inline]
+pub fn mask(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(MASK_DELTA)
+}
+
+/// The inverse of [`mask`].
+#[inline]
+pub fn unmask(masked: u32) -> u32 {
+    masked.wrapping_sub(MASK_DELTA).rotate_left(15)
+}
+
+/// Masked CRC-32C, as stored in TFRecord headers and footers.
+#[inline]
+pub fn masked_crc32c(data: &[u8]) -> u32 {
+    mask(crc32c(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_value() {
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn mask_round_trips() {
+        for crc in [0u32, 1, 0xdead_beef, u32::MAX, 0x8000_0000] {
+            assert_eq!(unmask(mask(crc)), crc);
+        }
+    }
+
+    #[test]
+    fn matches_tensorflow_worked_bytes() {
+        // From TensorFlow: b"" frames as 0000000000000000 29039807 d8ea82a2.
+        assert_eq!(masked_crc32c(&0u64.to_le_bytes()).to_le_bytes(), [0x29, 0x03, 0x98, 0x07]);
+        assert_eq!(masked_crc32c(b"").to_le_bytes(), [0xd8, 0xea, 0x82, 0xa2]);
+        // b"abc" frames as 0300000000000000 b099490e 616263 6e57f121.
+        assert_eq!(masked_crc32c(&3u64.to_le_bytes()).to_le_bytes(), [0xb0, 0x99, 0x49, 0x0e]);
+        assert_eq!(masked_crc32c(b"abc").to_le_bytes(), [0x6e, 0x57, 0xf1, 0x21]);
+    }
+}

@@ -1,0 +1,90 @@
+//! The one error type of the Rust core. `py/errors.rs` maps it to Python exceptions.
+
+use std::fmt;
+
+/// What kind of damage a [`DataLoss`] describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DamageKind {
+    /// A TFRecord length field does not match its CRC.
+    CorruptLength,
+    /// A record's payload does not match its CRC.
+    CorruptData,
+    /// A record header is complete but the data or footer is cut short.
+    TruncatedRecord,
+    /// The file ends 1 to 11 (OFRecord: 1 to 7) bytes into a record header.
+    PartialHeader,
+    /// An OFRecord length of zero or less.
+    InvalidLength,
+    /// A compressed stream ends before its end marker.
+    TruncatedStream,
+    /// A compressed stream cannot be decoded, or has data after its end.
+    CorruptStream,
+}
+
+impl DamageKind {
+    /// A stable name, exposed to Python as `DataLossError.kind`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DamageKind::CorruptLength => "corrupt_length",
+            DamageKind::CorruptData => "corrupt_data",
+            DamageKind::TruncatedRecord => "truncated_record",
+            DamageKind::PartialHeader => "partial_header",
+            DamageKind::InvalidLength => "invalid_length",
+            DamageKind::TruncatedStream => "truncated_stream",
+            DamageKind::CorruptStream => "corrupt_stream",
+        }
+    }
+}
+
+/// Damaged data, located in a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataLoss {
+    pub kind: DamageKind,
+    /// The file (or a description of the stream) the damage is in.
+    pub path: String,
+    /// The byte offset TensorFlow reports, in the uncompressed stream.
+    pub offset: u64,
+    /// Index of the record that could not be read (the number of intact records before it).
+    pub record_index: u64,
+    /// One line saying what is wrong, without the path.
+    pub detail: String,
+}
+
+impl fmt::Display for DataLoss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (record {} of '{}')", self.detail, self.record_index, self.path)
+    }
+}
+
+/// Every failure the core reports.
+#[derive(Debug)]
+pub enum Error {
+    /// The operating system (or a Python file object) failed to read or write.
+    Io { path: String, source: std::io::Error },
+    /// The data is damaged.
+    DataLoss(Box<DataLoss>),
+    /// The caller passed an unusable argument.
+    InvalidArgument(String),
+    /// The reader or writer was already closed.
+    Closed(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "{path}: {source}"),
+            Error::DataLoss(d) => d.fmt(f),
+            Error::InvalidArgument(m) | Error::Closed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<DataLoss> for Error {
+    fn from(d: DataLoss) -> Self {
+        Error::DataLoss(Box::new(d))
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

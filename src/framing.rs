@@ -1,0 +1,499 @@
+//! TFRecord and OFRecord framing: finding records in a byte window, checking
+//! them, resynchronizing after damage, and writing frames.
+//!
+//! TFRecord: `u64 length | masked crc32c(length) | data | masked crc32c(data)`,
+//! all little-endian. OFRecord: `i64 length | data`, little-endian, no CRC.
+
+use std::io::{self, Write};
+
+use crate::compression::StreamFault;
+use crate::crc::{masked_crc32c, unmask};
+use crate::error::{DamageKind, DataLoss, Error, Result};
+use crate::window::Window;
+
+/// Which framing a file uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    TfRecord,
+    OfRecord,
+}
+
+impl Format {
+    pub fn parse(name: &str) -> Result<Format> {
+        match name {
+            "tfrecord" => Ok(Format::TfRecord),
+            "ofrecord" => Ok(Format::OfRecord),
+            _ => Err(Error::InvalidArgument(format!("unknown record format {name:?}"))),
+        }
+    }
+
+    fn header_len(self) -> u64 {
+        match self {
+            Format::TfRecord => 12,
+            Format::OfRecord => 8,
+        }
+    }
+
+    fn footer_len(self) -> u64 {
+        match self {
+            Format::TfRecord => 4,
+            Format::OfRecord => 0,
+        }
+    }
+}
+
+const TF_HEADER: usize = 12;
+
+/// Whether `bytes` starts with a TFRecord header whose length CRC checks.
+pub fn is_tfrecord_header(bytes: &[u8]) -> bool {
+    bytes.len() >= TF_HEADER && header_crc_ok(&bytes[..TF_HEADER])
+}
+
+#[inline]
+fn header_crc_ok(header: &[u8]) -> bool {
+    let stored = u32::from_le_bytes(header[8..12].try_into().unwrap());
+    unmask(stored) == crate::crc::crc32c(&header[..8])
+}
+
+/// Appends one TFRecord frame holding `data` to `out`.
+pub fn write_tfrecord<W: Write>(out: &mut W, data: &[u8]) -> io::Result<()> {
+    let len = (data.len() as u64).to_le_bytes();
+    let mut header = [0u8; TF_HEADER];
+    header[..8].copy_from_slice(&len);
+    header[8..].copy_from_slice(&masked_crc32c(&len).to_le_bytes());
+    out.write_all(&header)?;
+    out.write_all(data)?;
+    out.write_all(&masked_crc32c(data).to_le_bytes())
+}
+
+/// Appends one OFRecord frame holding `data` to `out`.
+pub fn write_ofrecord<W: Write>(out: &mut W, data: &[u8]) -> io::Result<()> {
+    out.write_all(&(data.len() as i64).to_le_bytes())?;
+    out.write_all(data)
+}
+
+/// Where one record's payload lies in the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub pos: u64,
+    pub len: usize,
+}
+
+/// A damaged region that was skipped (only when skipping was asked for).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// Where the damage starts (the offset TensorFlow would report).
+    pub offset: u64,
+    /// Bytes of the stream passed over before the next intact record.
+    pub bytes: u64,
+    pub kind: DamageKind,
+    pub detail: String,
+}
+
+enum Frame {
+    Record(Span),
+    End,
+    Damage { kind: DamageKind, start: u64, offset: u64, detail: String },
+}
+
+enum State {
+    Active,
+    /// Damage found after some records of a batch: reported by the next call.
+    Failed(Box<DataLoss>),
+    /// Damage found while skipping: resynchronize at the next call.
+    Resync { start: u64, kind: DamageKind, offset: u64, detail: String },
+    Done,
+}
+
+/// Reads records from a window, batch by batch.
+pub struct Scanner {
+    win: Box<dyn Window>,
+    format: Format,
+    verify: bool,
+    skip_damaged: bool,
+    path: String,
+    pos: u64,
+    records: u64,
+    state: State,
+    skipped: Vec<Skipped>,
+}
+
+impl Scanner {
+    /// `verify` checks payload CRCs (length CRCs are always checked: they
+    /// guard every allocation). `skip_damaged` resynchronizes after damage
+    /// instead of failing; it needs CRCs, so TFRecord only.
+    pub fn new(win: Box<dyn Window>, format: Format, verify: bool, skip_damaged: bool, path: String) -> Result<Self> {
+        if skip_damaged && format != Format::TfRecord {
+            return Err(Error::InvalidArgument(
+                "skipping damaged records needs checksums to find the next intact record; \
+                 OFRecord files have none"
+                    .into(),
+            ));
+        }
+        if skip_damaged && !verify {
+            return Err(Error::InvalidArgument("skipping damaged records needs verify=True".into()));
+        }
+        Ok(Scanner {
+            win,
+            format,
+            verify,
+            skip_damaged,
+            path,
+            pos: 0,
+            records: 0,
+            state: State::Active,
+            skipped: Vec::new(),
+        })
+    }
+
+    /// Records framed so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Stream offset of the next record.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Damaged regions skipped since the last call.
+    pub fn take_skipped(&mut self) -> Vec<Skipped> {
+        std::mem::take(&mut self.skipped)
+    }
+
+    /// The payload of a span from the latest batch.
+    pub fn payload(&self, span: Span) -> &[u8] {
+        self.win.bytes(span.pos, span.len)
+    }
+
+    /// Frames the next records into `out` (cleared first): up to `max_records`,
+    /// stopping once `max_bytes` of payload are collected. An empty batch means
+    /// the end. Damage after some intact records is reported by the next call,
+    /// so every intact record is delivered first.
+    pub fn next_batch(&mut self, max_records: usize, max_bytes: usize, out: &mut Vec<Span>) -> Result<()> {
+        out.clear();
+        match std::mem::replace(&mut self.state, State::Active) {
+            State::Active => {}
+            State::Done => {
+                self.state = State::Done;
+                return Ok(());
+            }
+            State::Failed(err) => {
+                self.state = State::Done;
+                return Err(Error::DataLoss(err));
+            }
+            State::Resync { start, kind, offset, detail } => self.resync(start, kind, offset, detail)?,
+        }
+        self.win.release(self.pos);
+        let mut bytes = 0usize;
+        while out.len() < max_records && bytes < max_bytes && matches!(self.state, State::Active) {
+            match self.frame()? {
+                Frame::Record(span) => {
+                    bytes += span.len;
+                    out.push(span);
+                }
+                Frame::End => self.state = State::Done,
+                Frame::Damage { kind, start, offset, detail } if self.skip_damaged => {
+                    if out.is_empty() {
+                        self.resync(start, kind, offset, detail)?;
+                    } else {
+                        self.state = State::Resync { start, kind, offset, detail };
+                    }
+                }
+                Frame::Damage { kind, offset, detail, .. } => {
+                    let err = self.data_loss(kind, offset, detail);
+                    if out.is_empty() {
+                        self.state = State::Done;
+                        return Err(err.into());
+                    }
+                    self.state = State::Failed(Box::new(err));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts the remaining records without checking payload CRCs.
+    pub fn count(&mut self) -> Result<u64> {
+        let verify = std::mem::replace(&mut self.verify, false);
+        let mut spans = Vec::new();
+        let result = loop {
+            match self.next_batch(usize::MAX, 1, &mut spans) {
+                Ok(()) if spans.is_empty() => break Ok(self.records),
+                Ok(()) => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.verify = verify;
+        result
+    }
+
+    fn data_loss(&self, kind: DamageKind, offset: u64, detail: String) -> DataLoss {
+        DataLoss { kind, path: self.path.clone(), offset, record_index: self.records, detail }
+    }
+
+    fn io_error(&self, e: io::Error) -> Error {
+        Error::Io { path: self.path.clone(), source: e }
+    }
+
+    /// Frames the record at `self.pos` and advances past it.
+    fn frame(&mut self) -> Result<Frame> {
+        let frame = self.frame_at(self.pos, self.verify)?;
+        if let Frame::Record(span) = frame {
+            self.pos = span.pos + span.len as u64 + self.format.footer_len();
+            self.records += 1;
+        }
+        Ok(frame)
+    }
+
+    fn stream_fault(&self) -> Option<(DamageKind, String)> {
+        self.win.fault().map(|f| match f {
+            StreamFault::Truncated(m) => (DamageKind::TruncatedStream, m),
+            StreamFault::Corrupt(m) => (DamageKind::CorruptStream, m),
+        })
+    }
+
+    fn frame_at(&mut self, start: u64, verify: bool) -> Result<Frame> {
+        let header_len = self.format.header_len();
+        let got = self.win.fill(start, header_len).map_err(|e| self.io_error(e))?;
+        if got < header_len {
+            let fault = self.stream_fault();
+            return Ok(match (got, fault) {
+                (0, None) => Frame::End,
+                (0, Some((kind, why))) => {
+                    Frame::Damage { kind, start, offset: start, detail: format!("truncated record at {start}: {why}") }
+                }
+                (_, fault) => Frame::Damage {
+                    kind: fault.as_ref().map_or(DamageKind::PartialHeader, |f| f.0),
+                    start,
+                    offset: start,
+                    detail: match fault {
+                        Some((_, why)) => format!("truncated record at {start}: {why}"),
+                        None => format!(
+                            "truncated record at {start}: the file ends {got} bytes into a {header_len}-byte record \
+                             header (a writer stopped mid-record?)"
+                        ),
+                    },
+                },
+            });
+        }
+        let header = self.win.bytes(start, header_len as usize);
+        let length = match self.format {
+            Format::TfRecord => {
+                if !header_crc_ok(header) {
+                    let hint = if start == 0 { " (is this even a TFRecord file?)" } else { "" };
+                    return Ok(Frame::Damage {
+                        kind: DamageKind::CorruptLength,
+                        start,
+                        offset: start,
+                        detail: format!("corrupted record at {start}: the length field fails its CRC{hint}"),
+                    });
+                }
+                u64::from_le_bytes(header[..8].try_into().unwrap())
+            }
+            Format::OfRecord => {
+                let length = i64::from_le_bytes(header[..8].try_into().unwrap());
+                if length <= 0 {
+                    return Ok(Frame::Damage {
+                        kind: DamageKind::InvalidLength,
+                        start,
+                        offset: start,
+                        detail: format!("invalid OFRecord length {length} at {start} (lengths must be positive)"),
+                    });
+                }
+                length as u64
+            }
+        };
+        let total = length.checked_add(header_len + self.format.footer_len());
+        let got = match total {
+            Some(total) => self.win.fill(start, total).map_err(|e| self.io_error(e))?,
+            None => 0,
+        };
+        if total != Some(got) {
+            let why = match self.stream_fault() {
+                Some((_, why)) => why,
+                None => format!(
+                    "the header claims {length} bytes of data but only {} bytes remain",
+                    got.saturating_sub(header_len)
+                ),
+            };
+            return Ok(Frame::Damage {
+                kind: DamageKind::TruncatedRecord,
+                start,
+                offset: start,
+                detail: format!("truncated record at {start}: {why}"),
+            });
+        }
+        let span = Span { pos: start + header_len, len: length as usize };
+        if verify && self.format == Format::TfRecord {
+            let data = self.win.bytes(span.pos, span.len);
+            let footer = self.win.bytes(span.pos + length, 4);
+            let stored = u32::from_le_bytes(footer.try_into().unwrap());
+            if unmask(stored) != crate::crc::crc32c(data) {
+                return Ok(Frame::Damage {
+                    kind: DamageKind::CorruptData,
+                    start,
+                    offset: span.pos,
+                    detail: format!("corrupted record at {}: the data fails its CRC", span.pos),
+                });
+            }
+        }
+        Ok(Frame::Record(span))
+    }
+
+    /// Searches forward from damage at `start` for the next offset where a
+    /// whole record checks (length, its CRC, payload, its CRC) and goes on
+    /// from there. The skipped region is recorded.
+    fn resync(&mut self, start: u64, kind: DamageKind, offset: u64, detail: String) -> Result<()> {
+        const SCAN: u64 = 1 << 20;
+        let mut candidate = start + 1;
+        loop {
+            self.win.release(candidate);
+            let got = self.win.fill(candidate, SCAN + TF_HEADER as u64).map_err(|e| self.io_error(e))?;
+            if got < TF_HEADER as u64 {
+                let end = candidate + got;
+                self.skipped.push(Skipped { offset, bytes: end - start, kind, detail });
+                self.pos = end;
+                self.state = State::Done;
+                return Ok(());
+            }
+            let window = self.win.bytes(candidate, got as usize);
+            let hits: Vec<u64> = (0..=got as usize - TF_HEADER)
+                .filter(|&i| header_crc_ok(&window[i..i + TF_HEADER]))
+                .map(|i| candidate + i as u64)
+                .collect();
+            for at in hits {
+                if let Frame::Record(_) = self.frame_at(at, true)? {
+                    self.skipped.push(Skipped { offset, bytes: at - start, kind, detail });
+                    self.pos = at;
+                    self.state = State::Active;
+                    return Ok(());
+                }
+            }
+            candidate += got - TF_HEADER as u64 + 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::{Stream, StreamWindow};
+
+    fn frames(records: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records {
+            write_tfrecord(&mut out, r).unwrap();
+        }
+        out
+    }
+
+    fn scanner(bytes: Vec<u8>, skip: bool) -> Scanner {
+        let win = StreamWindow::new(Stream::Raw(std::io::Cursor::new(bytes)));
+        Scanner::new(Box::new(win), Format::TfRecord, true, skip, "test".into()).unwrap()
+    }
+
+    fn read_all(s: &mut Scanner) -> (Vec<Vec<u8>>, Option<Error>) {
+        let mut spans = Vec::new();
+        let mut got = Vec::new();
+        loop {
+            match s.next_batch(2, usize::MAX, &mut spans) {
+                Ok(()) if spans.is_empty() => return (got, None),
+                Ok(()) => got.extend(spans.iter().map(|&sp| s.payload(sp).to_vec())),
+                Err(e) => return (got, Some(e)),
+            }
+        }
+    }
+
+    fn loss(e: Option<Error>) -> DataLoss {
+        match e {
+            Some(Error::DataLoss(d)) => *d,
+            other => panic!("expected data loss, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tensorflow_worked_bytes() {
+        assert_eq!(frames(&[b""]), hex("00000000000000002903980 7d8ea82a2"));
+        assert_eq!(frames(&[b"abc"]), hex("0300000000000000b099490e6162636e57f121"));
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn reads_back_records() {
+        let recs: Vec<Vec<u8>> = (0..50).map(|i| vec![i as u8; i * 7]).collect();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let (got, err) = read_all(&mut scanner(frames(&refs), false));
+        assert!(err.is_none());
+        assert_eq!(got, recs);
+    }
+
+    #[test]
+    fn damage_offsets_follow_tensorflow() {
+        let good = frames(&[b"first", b"second"]);
+        let second = 12 + 5 + 4;
+        // Payload byte flipped: reported at the payload's start.
+        let mut bytes = good.clone();
+        bytes[second + 12] ^= 1;
+        let (got, err) = read_all(&mut scanner(bytes, false));
+        assert_eq!(got, vec![b"first".to_vec()]);
+        let d = loss(err);
+        assert_eq!((d.kind, d.offset, d.record_index), (DamageKind::CorruptData, second as u64 + 12, 1));
+        // Length byte flipped: reported at the record's start.
+        let mut bytes = good.clone();
+        bytes[second] ^= 1;
+        let d = loss(read_all(&mut scanner(bytes, false)).1);
+        assert_eq!((d.kind, d.offset), (DamageKind::CorruptLength, second as u64));
+        // Cut in the payload, and cut in the header.
+        let d = loss(read_all(&mut scanner(good[..second + 14].to_vec(), false)).1);
+        assert_eq!((d.kind, d.offset), (DamageKind::TruncatedRecord, second as u64));
+        let d = loss(read_all(&mut scanner(good[..second + 5].to_vec(), false)).1);
+        assert_eq!((d.kind, d.offset), (DamageKind::PartialHeader, second as u64));
+    }
+
+    #[test]
+    fn huge_length_is_refused_without_allocating() {
+        let len = (1u64 << 62).to_le_bytes();
+        let mut bytes = len.to_vec();
+        bytes.extend(masked_crc32c(&len).to_le_bytes());
+        bytes.extend([0u8; 88]);
+        let d = loss(read_all(&mut scanner(bytes, false)).1);
+        assert_eq!((d.kind, d.offset), (DamageKind::TruncatedRecord, 0));
+    }
+
+    #[test]
+    fn skipping_resynchronizes_after_damage() {
+        let recs: Vec<Vec<u8>> = (0..10).map(|i| format!("record number {i}").into_bytes()).collect();
+        let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
+        let mut bytes = frames(&refs);
+        let rec_len = 12 + recs[0].len() + 4;
+        bytes[3 * rec_len + 14] ^= 0xff; // record 3's payload
+        bytes[6 * rec_len + 2] ^= 0xff; // record 6's length
+        let mut s = scanner(bytes, true);
+        let (got, err) = read_all(&mut s);
+        assert!(err.is_none());
+        let expected: Vec<Vec<u8>> = recs.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 6).map(|(_, r)| r.clone()).collect();
+        assert_eq!(got, expected);
+        let skipped = s.take_skipped();
+        assert_eq!(skipped.len(), 2);
+        assert_eq!(skipped[0].bytes, rec_len as u64);
+        assert_eq!(skipped[0].offset, 3 * rec_len as u64 + 12);
+        assert_eq!(skipped[1].offset, 6 * rec_len as u64);
+    }
+
+    #[test]
+    fn ofrecord_lengths_are_checked() {
+        let mut bytes = Vec::new();
+        write_ofrecord(&mut bytes, b"payload").unwrap();
+        bytes.extend(0i64.to_le_bytes());
+        let win = StreamWindow::new(Stream::Raw(std::io::Cursor::new(bytes)));
+        let mut s = Scanner::new(Box::new(win), Format::OfRecord, true, false, "t".into()).unwrap();
+        let (got, err) = read_all(&mut s);
+        assert_eq!(got, vec![b"payload".to_vec()]);
+        assert_eq!(loss(err).kind, DamageKind::InvalidLength);
+    }
+}

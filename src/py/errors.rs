@@ -1,0 +1,53 @@
+//! The one place where core errors become Python exceptions.
+//!
+//! The exception classes are defined in Python (`recordkit/errors.py`) so they
+//! can have two parents and pickle cleanly; they are looked up once.
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
+
+use crate::error::{DataLoss, Error};
+
+static DATA_LOSS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn data_loss_error(py: Python<'_>, loss: &DataLoss) -> PyResult<PyErr> {
+    let cls = DATA_LOSS_ERROR.import(py, "recordkit.errors", "DataLossError")?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("path", &loss.path)?;
+    kwargs.set_item("offset", loss.offset)?;
+    kwargs.set_item("record_index", loss.record_index)?;
+    kwargs.set_item("kind", loss.kind.name())?;
+    Ok(PyErr::from_value(cls.call((loss.to_string(),), Some(&kwargs))?))
+}
+
+fn io_error(path: String, source: std::io::Error) -> PyErr {
+    // A Python file object's own exception travels inside the io::Error.
+    if source.get_ref().is_some_and(|inner| inner.is::<PyErr>()) {
+        if let Ok(err) = source.into_inner().unwrap().downcast::<PyErr>() {
+            return *err;
+        }
+        unreachable!("checked above");
+    }
+    match source.raw_os_error() {
+        // OSError(errno, strerror, filename) picks the subclass
+        // (FileNotFoundError, PermissionError, ...) from the errno.
+        Some(code) => {
+            let text = std::io::Error::from_raw_os_error(code).to_string();
+            let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+            PyOSError::new_err((code, text, path))
+        }
+        None => PyOSError::new_err(format!("{path}: {source}")),
+    }
+}
+
+impl From<Error> for PyErr {
+    fn from(err: Error) -> PyErr {
+        match err {
+            Error::Io { path, source } => io_error(path, source),
+            Error::DataLoss(loss) => Python::attach(|py| data_loss_error(py, &loss).unwrap_or_else(|e| e)),
+            Error::InvalidArgument(message) | Error::Closed(message) => PyValueError::new_err(message),
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! `RecordScanner` and `RecordWriter`: the record layer as Python classes.
+//! The Python package wraps them (`recordkit/records.py`); users never see
+//! these names.
+
+use std::fs::File;
+use std::io::{BufWriter, Cursor, Read, Seek, Write};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString};
+
+use crate::compression::{Compression, Encoder, Inflater};
+use crate::error::{Error, Result};
+use crate::framing::{write_ofrecord, write_tfrecord, Format, Scanner, Span};
+use crate::py::files::{Payload, PyFileReader, PyFileWriter};
+use crate::window::{MappedWindow, Stream, StreamWindow, Window};
+
+/// Bytes read to guess the compression: one TFRecord header.
+const PEEK: usize = 12;
+
+fn suffix_hint(name: &str) -> Option<Compression> {
+    let lower = name.to_ascii_lowercase();
+    if lower.ends_with(".gz") || lower.ends_with(".gzip") {
+        Some(Compression::Gzip)
+    } else if lower.ends_with(".zz") || lower.ends_with(".zlib") {
+        Some(Compression::Zlib)
+    } else {
+        None
+    }
+}
+
+fn read_prefix<R: Read>(r: &mut R) -> std::io::Result<Vec<u8>> {
+    let mut prefix = Vec::with_capacity(PEEK);
+    r.by_ref().take(PEEK as u64).read_to_end(&mut prefix)?;
+    Ok(prefix)
+}
+
+fn stream_window<R: Read + Send + Sync + 'static>(r: R, compression: Compression) -> Box<dyn Window> {
+    let stream = match compression {
+        Compression::None => Stream::Raw(r),
+        kind => Stream::Compressed(Inflater::new(r, kind)),
+    };
+    Box::new(StreamWindow::new(stream))
+}
+
+/// Opens a local file: memory-mapped when uncompressed and mappable.
+fn open_path(path: &str, requested: Option<Compression>, format: Format) -> Result<(Box<dyn Window>, Compression)> {
+    let io = |source| Error::Io { path: path.to_string(), source };
+    let mut file = File::open(path).map_err(io)?;
+    let compression = match requested {
+        Some(c) => c,
+        None => {
+            let prefix = read_prefix(&mut file).map_err(io)?;
+            file.rewind().map_err(io)?;
+            Compression::detect(&prefix, suffix_hint(path), format == Format::TfRecord)
+        }
+    };
+    let is_file = file.metadata().map_err(io)?.is_file();
+    if compression == Compression::None && is_file {
+        if let Ok(win) = MappedWindow::new(&file) {
+            return Ok((Box::new(win), compression));
+        }
+    }
+    Ok((stream_window(file, compression), compression))
+}
+
+/// Wraps a Python file object, reading a prefix to guess the compression.
+fn open_pyfile(obj: Py<PyAny>, name: &str, requested: Option<Compression>, format: Format) -> Result<(Box<dyn Window>, Compression)> {
+    let mut reader = PyFileReader::new(obj);
+    let (prefix, compression) = match requested {
+        Some(c) => (Vec::new(), c),
+        None => {
+            let prefix = read_prefix(&mut reader).map_err(|source| Error::Io { path: name.to_string(), source })?;
+            let c = Compression::detect(&prefix, suffix_hint(name), format == Format::TfRecord);
+            (prefix, c)
+        }
+    };
+    Ok((stream_window(Cursor::new(prefix).chain(reader), compression), compression))
+}
+
+/// Frames records from a file, in batches, with the GIL released.
+#[pyclass(module = "recordkit._native", name = "RecordScanner")]
+pub struct PyRecordScanner {
+    scanner: Option<Scanner>,
+    spans: Vec<Span>,
+    compression: Compression,
+}
+
+impl PyRecordScanner {
+    fn scanner(&mut self) -> PyResult<&mut Scanner> {
+        self.scanner.as_mut().ok_or_else(|| Error::Closed("the reader is closed".into()).into())
+    }
+}
+
+#[pymethods]
+impl PyRecordScanner {
+    /// `source` is a local path (str) or an object with `read(n)`.
+    #[new]
+    #[pyo3(signature = (source, *, name, format = "tfrecord", compression = "auto", verify = true, skip_damaged = false))]
+    fn new(
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        name: String,
+        format: &str,
+        compression: &str,
+        verify: bool,
+        skip_damaged: bool,
+    ) -> PyResult<Self> {
+        let format = Format::parse(format)?;
+        let requested = Compression::parse(compression)?;
+        let (win, compression) = if source.is_instance_of::<PyString>() {
+            let path: String = source.extract()?;
+            py.detach(|| open_path(&path, requested, format))?
+        } else {
+            let obj = source.clone().unbind();
+            py.detach(|| open_pyfile(obj, &name, requested, format))?
+        };
+        let scanner = Scanner::new(win, format, verify, skip_damaged, name)?;
+        Ok(PyRecordScanner { scanner: Some(scanner), spans: Vec::new(), compression })
+    }
+
+    /// The next records as a list of bytes; an empty list at the end.
+    #[pyo3(signature = (max_records = 1024, max_bytes = 16 << 20))]
+    fn next_batch<'py>(&mut self, py: Python<'py>, max_records: usize, max_bytes: usize) -> PyResult<Bound<'py, PyList>> {
+        let mut spans = std::mem::take(&mut self.spans);
+        let scanner = self.scanner()?;
+        py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
+        let list = PyList::new(py, spans.iter().map(|&span| PyBytes::new(py, scanner.payload(span))))?;
+        self.spans = spans;
+        Ok(list)
+    }
+
+    /// Counts the remaining records, skipping payloads.
+    fn count(&mut self, py: Python<'_>) -> PyResult<u64> {
+        let scanner = self.scanner()?;
+        Ok(py.detach(|| scanner.count())?)
+    }
+
+    /// Damaged regions skipped since the last call, as
+    /// `(offset, bytes_skipped, kind, detail)` tuples.
+    fn take_skipped(&mut self) -> PyResult<Vec<(u64, u64, &'static str, String)>> {
+        Ok(self.scanner()?.take_skipped().into_iter().map(|s| (s.offset, s.bytes, s.kind.name(), s.detail)).collect())
+    }
+
+    /// Records read so far.
+    #[getter]
+    fn records(&mut self) -> PyResult<u64> {
+        Ok(self.scanner()?.records())
+    }
+
+    /// Offset of the next record in the (uncompressed) stream.
+    #[getter]
+    fn position(&mut self) -> PyResult<u64> {
+        Ok(self.scanner()?.position())
+    }
+
+    /// The compression in use: "none", "gzip" or "zlib".
+    #[getter]
+    fn compression(&self) -> &'static str {
+        match self.compression {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Zlib => "zlib",
+        }
+    }
+
+    /// Releases the file (and its mapping).
+    fn close(&mut self) {
+        self.scanner = None;
+    }
+}
+
+type Sink = Encoder<BufWriter<Box<dyn Write + Send + Sync>>>;
+
+/// Frames and writes records, in bulk, with the GIL released.
+#[pyclass(module = "recordkit._native", name = "RecordWriter")]
+pub struct PyRecordWriter {
+    sink: Option<Sink>,
+    format: Format,
+    name: String,
+    records: u64,
+}
+
+/// Records gathered from an iterable before one trip into Rust.
+const WRITE_BATCH_RECORDS: usize = 4096;
+const WRITE_BATCH_BYTES: usize = 16 << 20;
+const WRITE_BUFFER: usize = 1 << 20;
+
+impl PyRecordWriter {
+    fn write_payloads(&mut self, py: Python<'_>, payloads: &[Payload]) -> PyResult<()> {
+        let format = self.format;
+        if format == Format::OfRecord && payloads.iter().any(|p| p.is_empty()) {
+            return Err(Error::InvalidArgument(
+                "an OFRecord record cannot be empty: OneFlow's reader refuses length 0".into(),
+            )
+            .into());
+        }
+        let name = &self.name;
+        let sink = self.sink.as_mut().ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+        py.detach(|| {
+            payloads
+                .iter()
+                .try_for_each(|p| match format {
+                    Format::TfRecord => write_tfrecord(sink, p),
+                    Format::OfRecord => write_ofrecord(sink, p),
+                })
+                .map_err(|source| Error::Io { path: name.clone(), source })
+        })?;
+        self.records += payloads.len() as u64;
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyRecordWriter {
+    /// `sink` is a local path (str, created or truncated) or an object with `write(b)`.
+    #[new]
+    #[pyo3(signature = (sink, *, name, format = "tfrecord", compression = "none"))]
+    fn new(py: Python<'_>, sink: &Bound<'_, PyAny>, name: String, format: &str, compression: &str) -> PyResult<Self> {
+        let format = Format::parse(format)?;
+        let compression = Compression::parse(compression)?.ok_or_else(|| {
+            Error::InvalidArgument("a writer needs a compression: None, \"gzip\" or \"zlib\" (not \"auto\")".into())
+        })?;
+        let out: Box<dyn Write + Send + Sync> = if sink.is_instance_of::<PyString>() {
+            let path: String = sink.extract()?;
+            let file = py.detach(|| File::create(&path)).map_err(|source| Error::Io { path, source })?;
+            Box::new(file)
+        } else {
+            Box::new(PyFileWriter::new(sink.clone().unbind()))
+        };
+        let sink = Encoder::new(BufWriter::with_capacity(WRITE_BUFFER, out), compression);
+        Ok(PyRecordWriter { sink: Some(sink), format, name, records: 0 })
+    }
+
+    /// Writes one record (bytes-like or str).
+    fn write(&mut self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<()> {
+        let payload = Payload::extract(record)?;
+        self.write_payloads(py, std::slice::from_ref(&payload))
+    }
+
+    /// Writes every record of an iterable; returns how many.
+    fn write_many(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let before = self.records;
+        let mut batch = Vec::with_capacity(WRITE_BATCH_RECORDS);
+        let mut bytes = 0;
+        for item in records.try_iter()? {
+            let payload = Payload::extract(&item?)?;
+            bytes += payload.len();
+            batch.push(payload);
+            if batch.len() >= WRITE_BATCH_RECORDS || bytes >= WRITE_BATCH_BYTES {
+                self.write_payloads(py, &batch)?;
+                batch.clear();
+                bytes = 0;
+            }
+        }
+        self.write_payloads(py, &batch)?;
+        Ok(self.records - before)
+    }
+
+    /// Pushes buffered records to the file (for compressed files, a flush point).
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        let name = &self.name;
+        let sink = self.sink.as_mut().ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+        py.detach(|| sink.flush()).map_err(|source| Error::Io { path: name.clone(), source })?;
+        Ok(())
+    }
+
+    /// Ends the compressed stream and flushes everything. Idempotent.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        if let Some(sink) = self.sink.take() {
+            let name = &self.name;
+            py.detach(|| sink.finish().and_then(|mut w| w.flush()))
+                .map_err(|source| Error::Io { path: name.clone(), source })?;
+        }
+        Ok(())
+    }
+
+    /// Records written so far.
+    #[getter]
+    fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Whether `close` has run.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.sink.is_none()
+    }
+}
