@@ -1,0 +1,501 @@
+"""TFRecord and OFRecord readers and writers: round trips, damage, atomic writes, sources."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import pickle
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import recordkit as rk
+from reference import frame_ofrecord, frame_tfrecord, masked_crc32c, record_offsets
+
+RECORDS = [b"", b"a", b"hello world", bytes(range(256)) * 40, b"\x00" * 3]
+COMPRESSIONS = [None, "gzip", "zlib"]
+
+
+def write(path: Path, records: list[bytes], compression: str | None = None) -> Path:
+    with rk.TFRecordWriter(path, compression=compression) as writer:
+        writer.write_many(records)
+    return path
+
+
+def read_all(source, **kwargs) -> tuple[list[bytes], rk.DataLossError | None]:
+    out: list[bytes] = []
+    try:
+        for record in rk.TFRecordReader(source, **kwargs):
+            out.append(record)
+    except rk.DataLossError as error:
+        return out, error
+    return out, None
+
+
+# --- round trips --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_round_trip(tmp_path: Path, compression: str | None) -> None:
+    path = write(tmp_path / "data.tfrecord", RECORDS, compression)
+    assert list(rk.TFRecordReader(path)) == RECORDS
+    assert list(rk.TFRecordReader(path, compression=compression)) == RECORDS
+    assert rk.count_records(path) == len(RECORDS)
+
+
+def test_uncompressed_bytes_match_the_format(tmp_path: Path) -> None:
+    path = write(tmp_path / "data.tfrecord", RECORDS)
+    assert path.read_bytes() == frame_tfrecord(RECORDS)
+    # TensorFlow's worked example: b"abc".
+    write(tmp_path / "abc", [b"abc"])
+    assert (tmp_path / "abc").read_bytes().hex() == "0300000000000000b099490e6162636e57f121"
+
+
+def test_accepts_bytes_like_and_str(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.tfrecord"
+    with rk.TFRecordWriter(path) as writer:
+        writer.write(b"bytes")
+        writer.write(bytearray(b"bytearray"))
+        writer.write(memoryview(b"memoryview"))
+        writer.write("héllo")
+        assert writer.write_many(iter([b"x", "y"])) == 2
+        assert writer.records_written == 6
+    assert list(rk.TFRecordReader(path)) == [b"bytes", b"bytearray", b"memoryview", "héllo".encode(), b"x", b"y"]
+    with rk.TFRecordWriter(tmp_path / "bad.tfrecord") as writer, pytest.raises(TypeError, match="int"):
+        writer.write(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["GZIP", "Gzip", "gzip", "ZLIB", "zlib", "NONE", "none", ""])
+def test_compression_names_are_case_insensitive(tmp_path: Path, name: str) -> None:
+    path = write(tmp_path / "data", RECORDS, name)
+    assert list(rk.TFRecordReader(path, compression=name)) == RECORDS
+
+
+def test_unknown_compression_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="snappy"):
+        rk.TFRecordWriter(tmp_path / "x", compression="snappy")
+    write(tmp_path / "x", [b"a"])
+    with pytest.raises(ValueError, match="lz4"):
+        rk.TFRecordReader(tmp_path / "x", compression="lz4")
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_auto_detects_compression_without_a_suffix(tmp_path: Path, compression: str) -> None:
+    path = write(tmp_path / "no-suffix", RECORDS, compression)
+    reader = rk.TFRecordReader(path)
+    assert reader.compression == compression
+    assert list(reader) == RECORDS
+
+
+def test_auto_detection_trusts_a_valid_header_over_magic(tmp_path: Path) -> None:
+    # A first record 0x8b1f bytes long starts with the GZIP magic 1f 8b.
+    record = b"z" * 0x8B1F
+    path = write(tmp_path / "looks-gzipped.gz", [record])
+    assert path.read_bytes()[:2] == b"\x1f\x8b"
+    reader = rk.TFRecordReader(path)
+    assert reader.compression == "none"
+    assert list(reader) == [record]
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_empty_compressed_files(tmp_path: Path, compression: str) -> None:
+    path = write(tmp_path / f"empty.{compression}", [], compression)
+    assert list(rk.TFRecordReader(path)) == []
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    (tmp_path / "empty").write_bytes(b"")
+    assert list(rk.TFRecordReader(tmp_path / "empty")) == []
+    assert rk.count_records(tmp_path / "empty") == 0
+
+
+def test_reading_twice_starts_over(tmp_path: Path) -> None:
+    reader = rk.TFRecordReader(write(tmp_path / "d", RECORDS))
+    assert list(reader) == RECORDS
+    assert list(reader) == RECORDS
+    assert reader.stats.records == len(RECORDS)
+
+
+def test_many_records_cross_batch_boundaries(tmp_path: Path) -> None:
+    records = [str(i).encode() * (i % 7) for i in range(5000)]
+    for compression in COMPRESSIONS:
+        path = write(tmp_path / f"many-{compression}", records, compression)
+        assert list(rk.TFRecordReader(path)) == records
+
+
+# --- multi-member gzip, concatenation, stricter-than-TensorFlow endings ---------
+
+
+def test_concatenated_gzip_files_read_whole(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.gz", [b"one", b"two"], "gzip").read_bytes()
+    b = write(tmp_path / "b.gz", [b"three"], "gzip").read_bytes()
+    (tmp_path / "ab.gz").write_bytes(a + b)
+    assert list(rk.TFRecordReader(tmp_path / "ab.gz")) == [b"one", b"two", b"three"]
+
+
+def test_python_gzip_output_is_read(tmp_path: Path) -> None:
+    (tmp_path / "py.gz").write_bytes(gzip.compress(frame_tfrecord(RECORDS), mtime=12345))
+    assert list(rk.TFRecordReader(tmp_path / "py.gz")) == RECORDS
+
+
+def test_data_after_zlib_stream_is_damage(tmp_path: Path) -> None:
+    (tmp_path / "z.zz").write_bytes(zlib.compress(frame_tfrecord([b"a"])) + b"trailing")
+    records, error = read_all(tmp_path / "z.zz")
+    assert records == [b"a"]
+    assert error is not None and error.kind == "corrupt_stream"
+
+
+def test_concatenated_zlib_streams_are_damage_not_silence(tmp_path: Path) -> None:
+    one = zlib.compress(frame_tfrecord([b"a"]))
+    (tmp_path / "zz.zz").write_bytes(one + one)
+    records, error = read_all(tmp_path / "zz.zz")
+    assert records == [b"a"] and error is not None
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_every_cut_of_a_compressed_file_is_reported(tmp_path: Path, compression: str) -> None:
+    records = [bytes([i]) * (50 + i) for i in range(30)]
+    full = write(tmp_path / "full", records, compression).read_bytes()
+    ends = record_offsets(records)
+    cut_path = tmp_path / "cut"
+    for cut in range(0, len(full), 7):
+        cut_path.write_bytes(full[:cut])
+        got, error = read_all(cut_path, compression=compression)
+        assert got == records[: len(got)], "records read from a cut file must be intact"
+        assert error is not None, f"cut at {cut} of {len(full)} went unnoticed"
+        assert error.offset in ends
+
+
+def test_stray_bytes_at_end_are_reported(tmp_path: Path) -> None:
+    body = frame_tfrecord([b"first", b"second"])
+    for stray in range(1, 12):
+        (tmp_path / "s").write_bytes(body + b"\x07" * stray)
+        records, error = read_all(tmp_path / "s")
+        assert records == [b"first", b"second"]
+        assert error is not None and error.kind == "partial_header"
+        assert error.offset == len(body) and error.record_index == 2
+
+
+def test_non_tfrecord_file_is_reported_at_zero(tmp_path: Path) -> None:
+    (tmp_path / "text.txt").write_bytes(b"this is not a TFRecord file at all")
+    records, error = read_all(tmp_path / "text.txt")
+    assert records == [] and error is not None
+    assert (error.offset, error.kind) == (0, "corrupt_length")
+    assert "TFRecord" in str(error)
+
+
+# --- damage: offsets, ordering, hostile lengths, errors --------------------------
+
+
+def _damaged(tmp_path: Path) -> tuple[Path, list[bytes], list[int]]:
+    records = [f"record {i}".encode() * 3 for i in range(20)]
+    data = bytearray(frame_tfrecord(records))
+    offsets = record_offsets(records)
+    data[offsets[5] + 12 + 4] ^= 0xFF  # record 5: payload
+    data[offsets[12] + 3] ^= 0x10  # record 12: length
+    path = tmp_path / "damaged.tfrecord"
+    path.write_bytes(bytes(data))
+    return path, records, offsets
+
+
+def test_intact_records_come_before_the_error(tmp_path: Path) -> None:
+    path, records, offsets = _damaged(tmp_path)
+    got, error = read_all(path)
+    assert got == records[:5]
+    assert error is not None
+    assert (error.offset, error.record_index, error.kind) == (offsets[5] + 12, 5, "corrupt_data")
+    assert error.path == str(path)
+    assert str(path) in str(error) and str(offsets[5] + 12) in str(error)
+
+
+def test_data_loss_error_is_ioerror_and_pickles(tmp_path: Path) -> None:
+    path, _, _ = _damaged(tmp_path)
+    _, error = read_all(path)
+    assert isinstance(error, rk.RecordkitError) and isinstance(error, IOError)
+    clone = pickle.loads(pickle.dumps(error))
+    assert type(clone) is rk.DataLossError
+    assert (clone.path, clone.offset, clone.record_index, clone.kind, str(clone)) == (
+        error.path, error.offset, error.record_index, error.kind, str(error))
+
+
+def test_hostile_length_is_refused_at_once(tmp_path: Path) -> None:
+    length = struct.pack("<Q", 1 << 62)
+    path = tmp_path / "hostile"
+    path.write_bytes(length + struct.pack("<I", masked_crc32c(length)) + b"\x00" * 88)
+    start = time.perf_counter()
+    for compression in (None, "gzip"):
+        if compression:
+            (tmp_path / "hostile.gz").write_bytes(gzip.compress(path.read_bytes()))
+        got, error = read_all(tmp_path / ("hostile.gz" if compression else "hostile"))
+        assert got == [] and error is not None
+        assert (error.offset, error.kind) == (0, "truncated_record")
+    with pytest.raises(rk.DataLossError):
+        rk.count_records(path)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_verify_false_skips_payload_crcs(tmp_path: Path) -> None:
+    path, records, _ = _damaged(tmp_path)
+    got, error = read_all(path, verify=False)
+    assert len(got) == 12 and got[5] != records[5]
+    assert error is not None and error.kind == "corrupt_length"
+
+
+# --- on_error="skip" -----------------------------------------------------------------
+
+
+def test_skip_resynchronizes_and_reports(tmp_path: Path) -> None:
+    path, records, offsets = _damaged(tmp_path)
+    reader = rk.TFRecordReader(path, on_error="skip")
+    with pytest.warns(rk.DataLossWarning, match="skipped") as caught:
+        got = list(reader)
+    assert got == [r for i, r in enumerate(records) if i not in (5, 12)]
+    assert len(caught) == 2
+    regions = reader.stats.damaged_regions
+    assert [(r.offset, r.kind) for r in regions] == [(offsets[5] + 12, "corrupt_data"), (offsets[12], "corrupt_length")]
+    assert [r.bytes_skipped for r in regions] == [offsets[6] - offsets[5], offsets[13] - offsets[12]]
+    assert reader.stats.records == 18
+    assert reader.stats.bytes_skipped == sum(r.bytes_skipped for r in regions)
+
+
+def test_skip_handles_damage_at_the_end(tmp_path: Path) -> None:
+    records = [b"one", b"two", b"three"]
+    (tmp_path / "t").write_bytes(frame_tfrecord(records)[:-5])
+    reader = rk.TFRecordReader(tmp_path / "t", on_error="skip")
+    with pytest.warns(rk.DataLossWarning):
+        assert list(reader) == records[:2]
+    assert reader.stats.damaged_regions[0].kind == "truncated_record"
+
+
+def test_on_error_is_validated(tmp_path: Path) -> None:
+    write(tmp_path / "d", [b"a"])
+    with pytest.raises(ValueError, match="on_error"):
+        rk.TFRecordReader(tmp_path / "d", on_error="ignore")  # type: ignore[arg-type]
+
+
+# --- atomic writing ------------------------------------------------------------------
+
+
+def test_file_appears_only_when_closed(tmp_path: Path) -> None:
+    path = tmp_path / "out.tfrecord"
+    writer = rk.TFRecordWriter(path)
+    writer.write(b"abc")
+    writer.flush()
+    assert not path.exists()
+    writer.close()
+    writer.close()  # idempotent
+    assert list(rk.TFRecordReader(path)) == [b"abc"]
+    assert os.listdir(tmp_path) == ["out.tfrecord"]
+
+
+def test_exception_inside_with_leaves_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "out.tfrecord"
+    with pytest.raises(RuntimeError):
+        with rk.TFRecordWriter(path, compression="gzip") as writer:
+            writer.write(b"partial")
+            raise RuntimeError("boom")
+    assert os.listdir(tmp_path) == []
+
+
+def test_exception_keeps_a_previous_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "out.tfrecord", [b"old"])
+    with pytest.raises(RuntimeError), rk.TFRecordWriter(path) as writer:
+        writer.write(b"new")
+        raise RuntimeError("boom")
+    assert list(rk.TFRecordReader(path)) == [b"old"]
+
+
+def test_abandoned_writer_is_discarded_with_a_warning(tmp_path: Path) -> None:
+    writer = rk.TFRecordWriter(tmp_path / "out.tfrecord")
+    writer.write(b"x")
+    with pytest.warns(RuntimeWarning, match="never closed"):
+        del writer
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_after_close_fails(tmp_path: Path) -> None:
+    writer = rk.TFRecordWriter(tmp_path / "out")
+    writer.close()
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(b"x")
+
+
+def test_missing_directory_names_it(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as info:
+        rk.TFRecordWriter(tmp_path / "nope" / "out.tfrecord")
+    assert "nope" in str(info.value)
+
+
+def test_missing_file_is_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError) as info:
+        rk.TFRecordReader(tmp_path / "absent.tfrecord")
+    assert "absent.tfrecord" in str(info.value)
+
+
+# --- sources: pathlib, file objects, URLs ------------------------------------------
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_file_objects(tmp_path: Path, compression: str | None) -> None:
+    buffer = io.BytesIO()
+    with rk.TFRecordWriter(buffer, compression=compression) as writer:
+        writer.write_many(RECORDS)
+    assert not buffer.closed
+    buffer.seek(0)
+    assert list(rk.TFRecordReader(buffer)) == RECORDS
+    path = tmp_path / "f"
+    path.write_bytes(buffer.getvalue())
+    with open(path, "rb") as f:
+        assert list(rk.TFRecordReader(f, compression=compression)) == RECORDS
+
+
+def test_damage_in_a_file_object_names_it(tmp_path: Path) -> None:
+    path, records, offsets = _damaged(tmp_path)
+    with open(path, "rb") as f:
+        got, error = read_all(f)
+    assert got == records[:5] and error is not None
+    assert error.offset == offsets[5] + 12 and error.path == str(path)
+
+
+def test_exceptions_from_file_objects_propagate() -> None:
+    class Broken(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def read(self, n: int = -1) -> bytes:
+            raise ConnectionError("network went away")
+
+    with pytest.raises(ConnectionError, match="went away"):
+        list(rk.TFRecordReader(Broken(), compression=None))
+
+
+def test_fsspec_urls(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    for compression in COMPRESSIONS:
+        url = f"memory://bucket/data-{compression}.tfrecord"
+        write(url, RECORDS, compression)  # type: ignore[arg-type]
+        assert list(rk.TFRecordReader(url)) == RECORDS
+        assert rk.count_records(url) == len(RECORDS)
+    assert not [p for p in fsspec.filesystem("memory").ls("/bucket") if ".tmp-" in str(p)]
+    local = write(tmp_path / "l.tfrecord", RECORDS)
+    assert list(rk.TFRecordReader(f"file://{local}")) == RECORDS
+
+
+def test_fsspec_writer_discards_on_error() -> None:
+    fsspec = pytest.importorskip("fsspec")
+    with pytest.raises(RuntimeError), rk.TFRecordWriter("memory://failed/out.tfrecord") as writer:
+        writer.write(b"x")
+        raise RuntimeError("boom")
+    assert fsspec.filesystem("memory").find("/failed") == []
+
+
+# --- OFRecord ------------------------------------------------------------------------
+
+
+def test_ofrecord_round_trip(tmp_path: Path) -> None:
+    records = [b"a", b"bc" * 100, b"\x00"]
+    with rk.OFRecordWriter(tmp_path / "part-00000") as writer:
+        writer.write_many(records)
+    assert (tmp_path / "part-00000").read_bytes() == frame_ofrecord(records)
+    assert list(rk.OFRecordReader(tmp_path / "part-00000")) == records
+    assert rk.count_records(tmp_path / "part-00000", format="ofrecord") == 3
+
+
+def test_ofrecord_refuses_empty_records(tmp_path: Path) -> None:
+    with rk.OFRecordWriter(tmp_path / "p") as writer, pytest.raises(ValueError, match="empty"):
+        writer.write(b"")
+
+
+@pytest.mark.parametrize(
+    "tail, kind",
+    [
+        (struct.pack("<q", 0), "invalid_length"),
+        (struct.pack("<q", -5) + b"xxxxx", "invalid_length"),
+        (struct.pack("<q", 1000) + b"short", "truncated_record"),
+        (struct.pack("<q", 1 << 62), "truncated_record"),
+        (b"\x01\x02\x03", "partial_header"),
+    ],
+)
+def test_ofrecord_damage(tmp_path: Path, tail: bytes, kind: str) -> None:
+    good = frame_ofrecord([b"intact"])
+    (tmp_path / "p").write_bytes(good + tail)
+    got = []
+    with pytest.raises(rk.DataLossError) as info:
+        for record in rk.OFRecordReader(tmp_path / "p"):
+            got.append(record)
+    assert got == [b"intact"]
+    assert (info.value.kind, info.value.offset, info.value.record_index) == (kind, len(good), 1)
+
+
+def test_write_ofrecord_parts(tmp_path: Path) -> None:
+    records = [f"r{i}".encode() for i in range(10)]
+    paths = rk.write_ofrecord_parts(records, tmp_path / "ds", num_parts=3)
+    assert [os.path.basename(p) for p in paths] == ["part-00000", "part-00001", "part-00002"]
+    parts = [list(rk.OFRecordReader(p)) for p in paths]
+    assert [len(p) for p in parts] == [4, 3, 3]
+    assert sorted(r for p in parts for r in p) == sorted(records)
+    with pytest.raises(FileExistsError):
+        rk.write_ofrecord_parts(records, tmp_path / "ds", num_parts=2)
+    rk.write_ofrecord_parts(records, tmp_path / "ds", num_parts=2, overwrite=True)
+    assert sorted(os.listdir(tmp_path / "ds")) == ["part-00000", "part-00001"]
+
+
+def test_write_ofrecord_parts_leaves_nothing_on_error(tmp_path: Path) -> None:
+    def records():
+        yield b"one"
+        raise RuntimeError("source failed")
+
+    with pytest.raises(RuntimeError):
+        rk.write_ofrecord_parts(records(), tmp_path / "ds", num_parts=2)
+    assert os.listdir(tmp_path / "ds") == []
+
+
+# --- properties ----------------------------------------------------------------------
+
+record_lists = st.lists(st.binary(max_size=300), max_size=40)
+
+
+@given(records=record_lists, compression=st.sampled_from(COMPRESSIONS))
+def test_property_round_trip(tmp_path_factory, records: list[bytes], compression: str | None) -> None:
+    path = tmp_path_factory.mktemp("prop") / "data"
+    write(path, records, compression)
+    assert list(rk.TFRecordReader(path)) == records
+    if compression is None:
+        assert path.read_bytes() == frame_tfrecord(records)
+
+
+@given(records=st.lists(st.binary(min_size=1, max_size=100), min_size=1, max_size=20), data=st.data())
+def test_property_no_silent_loss_on_truncation(tmp_path_factory, records: list[bytes], data) -> None:
+    full = frame_tfrecord(records)
+    cut = data.draw(st.integers(0, len(full) - 1))
+    path = tmp_path_factory.mktemp("cut") / "data"
+    path.write_bytes(full[:cut])
+    got, error = read_all(path)
+    assert got == records[: len(got)]
+    boundaries = record_offsets(records)
+    if cut in boundaries:
+        assert error is None and len(got) == boundaries.index(cut)
+    else:
+        assert error is not None and error.offset == boundaries[len(got)]
+
+
+@given(records=st.lists(st.binary(min_size=1, max_size=60), min_size=2, max_size=15), data=st.data())
+def test_property_skip_keeps_every_intact_record(tmp_path_factory, records: list[bytes], data) -> None:
+    full = bytearray(frame_tfrecord(records))
+    offsets = record_offsets(records)
+    victim = data.draw(st.integers(0, len(records) - 1))
+    position = data.draw(st.integers(offsets[victim], offsets[victim + 1] - 1))
+    full[position] ^= data.draw(st.integers(1, 255))
+    path = tmp_path_factory.mktemp("flip") / "data"
+    path.write_bytes(bytes(full))
+    reader = rk.TFRecordReader(path, on_error="skip")
+    with pytest.warns(rk.DataLossWarning):
+        got = list(reader)
+    assert got == records[:victim] + records[victim + 1 :]
+    assert reader.stats.bytes_skipped == offsets[victim + 1] - offsets[victim]
