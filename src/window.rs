@@ -93,7 +93,7 @@ impl Window for MappedWindow {
 /// Anything readable as a stream, with an optional decompressor in front.
 pub enum Stream<R: Read + Send + Sync> {
     Raw(R),
-    Compressed(Inflater<R>),
+    Compressed(Box<Inflater<R>>),
 }
 
 impl<R: Read + Send + Sync> Read for Stream<R> {

@@ -29,9 +29,14 @@ __all__ = [
 
 OnError = Literal["raise", "skip"]
 
-# One trip into Rust frames up to this many records (or this many bytes).
+# One trip into Rust frames up to this many records, stopping once this many
+# payload bytes are collected. The byte budget is small on purpose: a batch's
+# records are freed together, and glibc returns a freed run of more than a few
+# hundred KB to the OS, so the next batch would fault fresh pages in (measured:
+# 150 KB records read at 1.6 GB/s with 16 MB batches, 5.6 GB/s with 128 KB).
+# Small records are bounded by the record count instead, so they lose nothing.
 _BATCH_RECORDS = 1024
-_BATCH_BYTES = 16 << 20
+_BATCH_BYTES = 128 << 10
 
 
 def _reader_compression(compression: str | None) -> str:

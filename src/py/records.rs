@@ -37,7 +37,7 @@ fn read_prefix<R: Read>(r: &mut R) -> std::io::Result<Vec<u8>> {
 fn stream_window<R: Read + Send + Sync + 'static>(r: R, compression: Compression) -> Box<dyn Window> {
     let stream = match compression {
         Compression::None => Stream::Raw(r),
-        kind => Stream::Compressed(Inflater::new(r, kind)),
+        kind => Stream::Compressed(Box::new(Inflater::new(r, kind))),
     };
     Box::new(StreamWindow::new(stream))
 }
