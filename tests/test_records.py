@@ -499,3 +499,34 @@ def test_property_skip_keeps_every_intact_record(tmp_path_factory, records: list
         got = list(reader)
     assert got == records[:victim] + records[victim + 1 :]
     assert reader.stats.bytes_skipped == offsets[victim + 1] - offsets[victim]
+
+
+def test_gil_is_released_while_rust_reads(tmp_path: Path) -> None:
+    """Another Python thread keeps running while one batch is decompressed and checked."""
+    import threading
+
+    path = write(tmp_path / "big.gz", [bytes(96 << 20)], "gzip")
+    scanner = rk._native.RecordScanner(str(path), name=str(path))
+    ticks = 0
+    running = True
+
+    def spin() -> None:
+        nonlocal ticks
+        while running:
+            ticks += 1
+
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        before = ticks
+        start = time.perf_counter()
+        batch = scanner.next_batch(1, 1)
+        elapsed = time.perf_counter() - start
+        during = ticks - before
+    finally:
+        running = False
+        thread.join()
+    assert len(batch) == 1 and len(batch[0]) == 96 << 20
+    # Holding the GIL would leave the spinner a handful of switch intervals at most.
+    assert elapsed > 0.02 and during > 10_000, (elapsed, during)
