@@ -67,6 +67,8 @@ pub enum Error {
     InvalidArgument(String),
     /// The reader or writer was already closed.
     Closed(String),
+    /// Records do not fit what was asked of them.
+    Parse(crate::columns::ParseFailure),
 }
 
 impl fmt::Display for Error {
@@ -75,11 +77,18 @@ impl fmt::Display for Error {
             Error::Io { path, source } => write!(f, "{path}: {source}"),
             Error::DataLoss(d) => d.fmt(f),
             Error::InvalidArgument(m) | Error::Closed(m) => f.write_str(m),
+            Error::Parse(p) => p.fmt(f),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+impl From<crate::columns::ParseFailure> for Error {
+    fn from(p: crate::columns::ParseFailure) -> Self {
+        Error::Parse(p)
+    }
+}
 
 impl From<DataLoss> for Error {
     fn from(d: DataLoss) -> Self {

@@ -2,12 +2,15 @@
 //! wire codec and columns). This file only declares modules and registers the
 //! Python module; `py/` holds the bindings.
 
+pub mod columns;
 pub mod compression;
 pub mod crc;
+pub mod example;
 pub mod error;
 pub mod framing;
 mod py;
 pub mod window;
+pub mod wire;
 
 use pyo3::prelude::*;
 
@@ -16,6 +19,9 @@ use pyo3::prelude::*;
 mod _native {
     #[pymodule_export]
     use crate::py::records::{PyRecordScanner, PyRecordWriter};
+
+    #[pymodule_export]
+    use crate::py::codec::{decode_features, decode_sequence, encode_features, encode_sequence, parse_example_columns, parse_sequence_columns};
 
     use pyo3::prelude::*;
 

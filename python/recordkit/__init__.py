@@ -11,7 +11,22 @@ checksums and compression run in Rust with the GIL released.
 """
 
 from recordkit._native import __version__
-from recordkit.errors import DataLossError, DataLossWarning, RecordkitError
+from recordkit.arrays import RaggedArray, SparseArray
+from recordkit.errors import DataLossError, DataLossWarning, ParseError, RecordkitError
+from recordkit.features import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    SparseFeature,
+    VarLenFeature,
+)
+from recordkit.parsing import (
+    parse_example,
+    parse_sequence_example,
+    parse_single_example,
+    parse_single_sequence_example,
+)
+from recordkit.tensors import parse_tensor, serialize_tensor
 from recordkit.records import (
     DamagedRegion,
     OFRecordReader,
@@ -28,6 +43,20 @@ __all__ = [
     "RecordkitError",
     "DataLossError",
     "DataLossWarning",
+    "ParseError",
+    "FixedLenFeature",
+    "VarLenFeature",
+    "SparseFeature",
+    "RaggedFeature",
+    "FixedLenSequenceFeature",
+    "SparseArray",
+    "RaggedArray",
+    "parse_example",
+    "parse_single_example",
+    "parse_sequence_example",
+    "parse_single_sequence_example",
+    "serialize_tensor",
+    "parse_tensor",
     "TFRecordReader",
     "TFRecordWriter",
     "OFRecordReader",

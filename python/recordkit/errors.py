@@ -6,7 +6,7 @@ DataLoader or Ray worker to the main process.
 
 from __future__ import annotations
 
-__all__ = ["RecordkitError", "DataLossError", "DataLossWarning"]
+__all__ = ["RecordkitError", "DataLossError", "DataLossWarning", "ParseError"]
 
 
 class RecordkitError(Exception):
@@ -57,6 +57,34 @@ def _rebuild_data_loss_error(
     message: str, path: str | None, offset: int | None, record_index: int | None, kind: str | None
 ) -> DataLossError:
     return DataLossError(message, path=path, offset=offset, record_index=record_index, kind=kind)
+
+
+class ParseError(RecordkitError, ValueError):
+    """Records do not fit a parse spec, or are not valid messages.
+
+    Carries the facts TensorFlow's error carries: the feature key and the
+    record's index in the batch (in the file, for :func:`read_examples`).
+
+    Attributes:
+        key: The feature the problem is in (None when the record as a whole is bad).
+        index: The record's index.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, index: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+        self.index = index
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # type: ignore[override]
+        return (_rebuild_parse_error, (self.message, self.key, self.index))
+
+
+def _rebuild_parse_error(message: str, key: str | None, index: int | None) -> ParseError:
+    return ParseError(message, key=key, index=index)
 
 
 class DataLossWarning(UserWarning):

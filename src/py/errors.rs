@@ -8,9 +8,19 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
 
+use crate::columns::ParseFailure;
 use crate::error::{DataLoss, Error};
 
 static DATA_LOSS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static PARSE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn parse_error(py: Python<'_>, failure: &ParseFailure) -> PyResult<PyErr> {
+    let cls = PARSE_ERROR.import(py, "recordkit.errors", "ParseError")?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("key", failure.key().map(|k| String::from_utf8_lossy(k).into_owned()))?;
+    kwargs.set_item("index", failure.index())?;
+    Ok(PyErr::from_value(cls.call((failure.to_string(),), Some(&kwargs))?))
+}
 
 fn data_loss_error(py: Python<'_>, loss: &DataLoss) -> PyResult<PyErr> {
     let cls = DATA_LOSS_ERROR.import(py, "recordkit.errors", "DataLossError")?;
@@ -48,6 +58,7 @@ impl From<Error> for PyErr {
             Error::Io { path, source } => io_error(path, source),
             Error::DataLoss(loss) => Python::attach(|py| data_loss_error(py, &loss).unwrap_or_else(|e| e)),
             Error::InvalidArgument(message) | Error::Closed(message) => PyValueError::new_err(message),
+            Error::Parse(failure) => Python::attach(|py| parse_error(py, &failure).unwrap_or_else(|e| e)),
         }
     }
 }

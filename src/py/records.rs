@@ -8,7 +8,12 @@ use std::io::{BufWriter, Cursor, Read, Seek, Write};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 
+use numpy::PyReadonlyArray1;
+
+use crate::columns::parse_examples;
 use crate::compression::{Compression, Encoder, Inflater};
+use crate::example::{put_example, put_feature_map, Schema, Values};
+use crate::py::codec::{columns_to_py, requests, ColumnSource, Held};
 use crate::error::{Error, Result};
 use crate::framing::{write_ofrecord, write_tfrecord, Format, Scanner, Span};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
@@ -127,6 +132,38 @@ impl PyRecordScanner {
         let list = PyList::new(py, spans.iter().map(|&span| PyBytes::new(py, scanner.payload(span))))?;
         self.spans = spans;
         Ok(list)
+    }
+
+    /// Frames up to `max_records` records and parses them as Examples in the
+    /// same call: `(records framed, [(values, counts)] per request)`.
+    #[allow(clippy::type_complexity)]
+    fn next_example_batch(
+        &mut self,
+        py: Python<'_>,
+        max_records: usize,
+        requests: Vec<(String, String)>,
+    ) -> PyResult<(usize, Vec<(Py<PyAny>, Py<PyAny>)>)> {
+        let requests = self::requests(requests)?;
+        let mut spans = std::mem::take(&mut self.spans);
+        let scanner = self.scanner()?;
+        let columns = py.detach(|| -> Result<_> {
+            scanner.next_batch(max_records.max(1), usize::MAX, &mut spans)?;
+            let records: Vec<&[u8]> = spans.iter().map(|&s| scanner.payload(s)).collect();
+            let first = scanner.records() - spans.len() as u64;
+            parse_examples(&records, &requests).map_err(|mut failure| {
+                // Report the record's index in the file, not in the batch.
+                match &mut failure {
+                    crate::columns::ParseFailure::Malformed { index, .. } | crate::columns::ParseFailure::WrongType { index, .. } => {
+                        *index += first as usize
+                    }
+                }
+                Error::Parse(failure)
+            })
+        })?;
+        let n = spans.len();
+        let columns = columns_to_py(py, columns);
+        self.spans = spans;
+        Ok((n, columns))
     }
 
     /// Counts the remaining records, skipping payloads.
@@ -254,6 +291,70 @@ impl PyRecordWriter {
         }
         self.write_payloads(py, &batch)?;
         Ok(self.records - before)
+    }
+
+    /// Encodes `rows` Examples (or OFRecords, with `schema="oneflow"`) from
+    /// columns and writes them: `columns` is `[(name, kind, values, splits,
+    /// present or None)]`, row `r` of a column holding `values[splits[r]:splits[r+1]]`.
+    #[pyo3(signature = (rows, columns, schema = "tensorflow"))]
+    fn write_columns(&mut self, py: Python<'_>, rows: usize, columns: &Bound<'_, PyAny>, schema: &str) -> PyResult<u64> {
+        let schema = match schema {
+            "tensorflow" => Schema::TensorFlow,
+            "oneflow" => Schema::OneFlow,
+            _ => return Err(Error::InvalidArgument(format!("unknown schema {schema:?}")).into()),
+        };
+        type Column<'py> = (String, Held<'py>, PyReadonlyArray1<'py, i64>, Option<PyReadonlyArray1<'py, bool>>);
+        let mut held: Vec<Column<'_>> = Vec::new();
+        for item in columns.try_iter()? {
+            let (key, kind, values, splits, present): (String, String, Bound<'_, PyAny>, PyReadonlyArray1<'_, i64>, Option<PyReadonlyArray1<'_, bool>>) =
+                item?.extract()?;
+            held.push((key, Held::extract(&kind, &values)?, splits, present));
+        }
+        held.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let not_contiguous = |_| Error::InvalidArgument("splits and masks must be contiguous arrays".into());
+        let mut sources = Vec::with_capacity(held.len());
+        for (key, values, splits, present) in &held {
+            let source = ColumnSource {
+                key: key.as_bytes(),
+                values: values.slices()?,
+                splits: splits.as_slice().map_err(not_contiguous)?,
+                present: present.as_ref().map(|p| p.as_slice()).transpose().map_err(not_contiguous)?,
+            };
+            source.check(rows)?;
+            sources.push(source);
+        }
+        let format = self.format;
+        let name = &self.name;
+        let sink = self.sink.as_mut().ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+        // The values are borrowed from NumPy arrays while the GIL is released:
+        // like any C extension, this assumes no other thread resizes them meanwhile.
+        py.detach(|| -> Result<()> {
+            let mut message = Vec::new();
+            let mut entries: Vec<(&[u8], Option<Values<'_>>)> = Vec::with_capacity(sources.len());
+            for row in 0..rows {
+                entries.clear();
+                for c in &sources {
+                    if c.present.is_none_or(|p| p[row]) {
+                        let (start, end) = (c.splits[row] as usize, c.splits[row + 1] as usize);
+                        entries.push((c.key, Some(c.values.range(start, end))));
+                    }
+                }
+                message.clear();
+                match schema {
+                    Schema::TensorFlow => put_example(&mut message, &entries),
+                    Schema::OneFlow => put_feature_map(&mut message, &entries, schema),
+                }
+                .map_err(|m| Error::InvalidArgument(m.0.to_string()))?;
+                match format {
+                    Format::TfRecord => write_tfrecord(sink, &message),
+                    Format::OfRecord => write_ofrecord(sink, &message),
+                }
+                .map_err(|source| Error::Io { path: name.clone(), source })?;
+            }
+            Ok(())
+        })?;
+        self.records += rows as u64;
+        Ok(rows as u64)
     }
 
     /// Pushes buffered records to the file (for compressed files, a flush point).

@@ -1,0 +1,486 @@
+"""``tf.io.parse_example`` and friends, with TensorFlow's semantics, into NumPy.
+
+Rust decodes a whole batch in one call (GIL released) into, per requested
+feature, a flat value buffer and each record's value count. This module turns
+those into TensorFlow's outputs with a handful of array operations per
+feature, never a Python loop over records.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from recordkit import _native
+from recordkit.arrays import RaggedArray, SparseArray
+from recordkit.errors import ParseError
+from recordkit.features import (
+    NUMPY_DTYPES,
+    FeatureSpec,
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    RowLengths,
+    RowLimits,
+    RowSplits,
+    RowStarts,
+    SparseFeature,
+    UniformRowLength,
+    ValueRowIds,
+    VarLenFeature,
+)
+
+__all__ = [
+    "parse_example",
+    "parse_single_example",
+    "parse_sequence_example",
+    "parse_single_sequence_example",
+]
+
+_TF_TYPE = {"int64": "int64", "float32": "float", "string": "string"}
+Column = tuple[np.ndarray, np.ndarray]
+
+
+def _shape_text(shape: Sequence[Any]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _records(serialized: Any, what: str) -> list:
+    if isinstance(serialized, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"{what} takes a batch (a list of serialized records); use the single-record function for one")
+    if isinstance(serialized, np.ndarray):
+        return serialized.reshape(-1).tolist()
+    return list(serialized)
+
+
+def _single(serialized: Any, what: str) -> list:
+    if isinstance(serialized, np.ndarray) and serialized.shape == ():
+        serialized = serialized.item()
+    if not isinstance(serialized, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{what} takes one serialized record (bytes), not {type(serialized).__name__}")
+    return [serialized]
+
+
+class _Requests:
+    """The unique (key, dtype) pairs the Rust parser is asked for."""
+
+    def __init__(self) -> None:
+        self.dtypes: dict[str, str] = {}
+
+    def add(self, key: str, dtype: str) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"feature keys must be str, not {type(key).__name__}")
+        known = self.dtypes.setdefault(key, dtype)
+        if known != dtype:
+            raise ValueError(f"Conflicting type {known} vs {dtype} for feature {key}.")
+
+    def as_list(self) -> list[tuple[str, str]]:
+        return list(self.dtypes.items())
+
+
+def _plan_example(features: Mapping[str, FeatureSpec], requests: _Requests) -> None:
+    if not features:
+        raise ValueError("features cannot be empty")
+    for name, spec in features.items():
+        if isinstance(spec, (FixedLenFeature, VarLenFeature)):
+            requests.add(name, spec.dtype)
+        elif isinstance(spec, FixedLenSequenceFeature):
+            if not spec.allow_missing:
+                raise ValueError("Unsupported: FixedLenSequenceFeature requires allow_missing to be True.")
+            requests.add(name, spec.dtype)
+        elif isinstance(spec, SparseFeature):
+            for key in spec._index_keys:  # type: ignore[attr-defined]
+                requests.add(key, "int64")
+            requests.add(spec.value_key, spec.dtype)
+        elif isinstance(spec, RaggedFeature):
+            requests.add(spec.value_key or name, spec.dtype)
+            for part in spec.partitions:
+                if not isinstance(part, UniformRowLength):
+                    requests.add(part.key, "int64")
+        else:
+            raise TypeError(f"unsupported feature spec for {name!r}: {spec!r}")
+
+
+def _columns(requests: _Requests, columns: list) -> dict[str, Column]:
+    return dict(zip(requests.dtypes, columns))
+
+
+def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single: bool) -> np.ndarray:
+    values, counts = column
+    size = math.prod(spec.shape)
+    lead = () if single else (batch,)
+    if batch and size and bool((counts == size).all()):
+        return values.reshape(lead + spec.shape)
+    present = counts >= 0
+    bad = present & (counts != size)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ParseError(
+            f"Key: {name}, Index: {i}. Number of {_TF_TYPE[spec.dtype]} values != expected. "
+            f"Values size: {counts[i]} but output shape: {_shape_text(spec.shape)}",
+            key=name, index=i,
+        )
+    missing = ~present
+    default = spec._default  # type: ignore[attr-defined]
+    if missing.any() and default is None:
+        i = int(np.argmax(missing))
+        raise ParseError(
+            f"Index: {i}. Feature: {name} (data type: {_TF_TYPE[spec.dtype]}) is required but could not be found.",
+            key=name, index=i,
+        )
+    out = np.empty((batch, size), dtype=NUMPY_DTYPES[spec.dtype])
+    out[present] = values.reshape(int(present.sum()), size)
+    out[missing] = default
+    return out.reshape(lead + spec.shape)
+
+
+def _varlen(values: np.ndarray, counts: np.ndarray, batch: int, single: bool) -> SparseArray:
+    n = np.maximum(counts, 0)
+    total = int(n.sum())
+    if single:
+        return SparseArray(np.arange(total, dtype=np.int64).reshape(-1, 1), values, np.array([total], dtype=np.int64))
+    rows = np.repeat(np.arange(batch, dtype=np.int64), n)
+    cols = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    width = int(n.max()) if batch else 0
+    return SparseArray(np.stack([rows, cols], axis=1), values, np.array([batch, width], dtype=np.int64))
+
+
+def _sparse(name: str, spec: SparseFeature, columns: dict[str, Column], batch: int, single: bool) -> SparseArray:
+    values, value_counts = columns[spec.value_key]
+    value_counts = np.maximum(value_counts, 0)
+    index_values = []
+    for key in spec._index_keys:  # type: ignore[attr-defined]
+        idx, idx_counts = columns[key]
+        mismatch = np.maximum(idx_counts, 0) != value_counts
+        if mismatch.any():
+            i = int(np.argmax(mismatch))
+            raise ParseError(
+                f"Key: {name}, Index: {i}. SparseFeature needs as many indices ({key}: "
+                f"{max(int(idx_counts[i]), 0)}) as values ({spec.value_key}: {int(value_counts[i])})",
+                key=name, index=i,
+            )
+        index_values.append(idx)
+    rows = np.repeat(np.arange(batch, dtype=np.int64), value_counts)
+    keys = [rows] + index_values
+    if not spec.already_sorted and len(values) > 1:
+        order = np.lexsort(tuple(reversed(keys)))
+        keys = [k[order] for k in keys]
+        values = values[order]
+    sizes = list(spec._sizes)  # type: ignore[attr-defined]
+    if single:
+        return SparseArray(np.stack(keys[1:], axis=1).astype(np.int64), values, np.array(sizes, dtype=np.int64))
+    return SparseArray(np.stack(keys, axis=1).astype(np.int64), values, np.array([batch] + sizes, dtype=np.int64))
+
+
+def _segment_sums(lengths: np.ndarray, owners: np.ndarray, batch: int) -> np.ndarray:
+    return np.bincount(owners, weights=lengths, minlength=batch).astype(np.int64)
+
+
+def _partition_lengths(
+    name: str, part: Any, columns: dict[str, Column], nvals: np.ndarray, batch: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row lengths over the batch, rows per record) for one partition."""
+    if isinstance(part, UniformRowLength):
+        length = int(part.length)
+        if length <= 0 or (nvals % length).any():
+            i = int(np.argmax(nvals % max(length, 1))) if length > 0 else 0
+            raise ParseError(f"Key: {name}, Index: {i}. {int(nvals[i])} values do not split into rows of {length}", key=name, index=i)
+        nrows = nvals // length
+        return np.full(int(nrows.sum()), length, dtype=np.int64), nrows
+    pv, pc = columns[part.key]
+    pc = np.maximum(pc, 0)
+    starts = np.cumsum(pc) - pc
+    if isinstance(part, RowLengths):
+        return pv, pc
+    if isinstance(part, ValueRowIds):
+        nrows = np.zeros(batch, dtype=np.int64)
+        has = pc > 0
+        if has.any():
+            nrows[has] = np.maximum.reduceat(pv, starts[has]) + 1
+        row_offsets = np.cumsum(nrows) - nrows
+        global_ids = pv + np.repeat(row_offsets, pc)
+        if len(pv) and ((np.diff(pv) < 0) & (np.repeat(np.arange(batch), pc)[1:] == np.repeat(np.arange(batch), pc)[:-1])).any():
+            raise ParseError(f"Key: {name}. value_rowids of {part.key} must be sorted", key=name)
+        bad = pc != nvals
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ParseError(f"Key: {name}, Index: {i}. {part.key} has {int(pc[i])} row ids for {int(nvals[i])} values", key=name, index=i)
+        return np.bincount(global_ids, minlength=int(nrows.sum())).astype(np.int64), nrows
+    ends = starts + pc - 1
+    nonempty = pc > 0
+    if isinstance(part, RowSplits):
+        if (~nonempty).any():
+            i = int(np.argmax(~nonempty))
+            raise ParseError(f"Key: {name}, Index: {i}. row splits {part.key} are empty", key=name, index=i)
+        keep = np.ones(len(pv), dtype=bool)
+        keep[starts] = False
+        lengths = (pv - np.concatenate([[0], pv[:-1]]))[keep]
+        if (pv[starts] != 0).any():
+            i = int(np.argmax(pv[starts] != 0))
+            raise ParseError(f"Key: {name}, Index: {i}. row splits {part.key} must start at 0", key=name, index=i)
+        return lengths, pc - 1
+    if isinstance(part, RowStarts):
+        nxt = np.empty_like(pv)
+        nxt[:-1] = pv[1:]
+        nxt[ends[nonempty]] = nvals[nonempty]
+        return nxt - pv, pc
+    if isinstance(part, RowLimits):
+        prev = np.empty_like(pv)
+        prev[1:] = pv[:-1]
+        prev[starts[nonempty]] = 0
+        return pv - prev, pc
+    raise TypeError(f"unsupported partition {part!r}")
+
+
+def _ragged(name: str, spec: RaggedFeature, columns: dict[str, Column], batch: int, single: bool) -> Any:
+    values, counts = columns[spec.value_key or name]
+    nvals = np.maximum(counts, 0)
+    if single and spec.partitions and all(isinstance(p, UniformRowLength) for p in spec.partitions):
+        inner = tuple(int(p.length) for p in spec.partitions[1:])
+        return values.reshape((-1, int(spec.partitions[0].length)) + inner)
+    levels = []  # innermost first
+    for part in reversed(spec.partitions):
+        lengths, nrows = _partition_lengths(name, part, columns, nvals, batch)
+        owners = np.repeat(np.arange(batch), nrows)
+        sums = _segment_sums(lengths, owners, batch)
+        bad = sums != nvals
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ParseError(
+                f"Key: {name}, Index: {i}. partition {type(part).__name__} covers {int(sums[i])} values "
+                f"but there are {int(nvals[i])}", key=name, index=i,
+            )
+        levels.append(lengths)
+        nvals = nrows
+    if not single:
+        levels.append(nvals)
+    if not levels:
+        return values
+    dtype = np.dtype(spec.row_splits_dtype)
+    splits = [np.concatenate([[0], np.cumsum(lengths)]).astype(dtype) for lengths in reversed(levels)]
+    return RaggedArray.from_nested_row_splits(values, splits)
+
+
+def _padded(values: np.ndarray, counts: np.ndarray, stride: int, shape: tuple, batch: int, pad: Any, dtype: str) -> np.ndarray:
+    """Rows of `stride` values per record, padded with `pad` to the longest record."""
+    n = np.maximum(counts, 0)
+    rows = n // stride if stride else np.zeros(batch, dtype=np.int64)
+    longest = int(rows.max()) if batch else 0
+    out = np.full((batch, longest * stride), pad, dtype=NUMPY_DTYPES[dtype])
+    if len(values):
+        record = np.repeat(np.arange(batch, dtype=np.int64), n)
+        offset = np.arange(len(values), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+        out[record, offset] = values
+    return out.reshape((batch, longest) + shape)
+
+
+def _pad_value(spec: FixedLenSequenceFeature) -> Any:
+    if spec.default_value is None:
+        return b"" if spec.dtype == "string" else 0
+    pad = np.asarray(spec.default_value)
+    if pad.size != 1:
+        raise ValueError(
+            "FixedLenSequenceFeature.default_value is the padding element and must be a single value, "
+            f"not {spec.default_value!r}"
+        )
+    pad = pad.reshape(()).item()
+    return pad.encode() if isinstance(pad, str) else pad
+
+
+def _sequence_rows(name: str, spec: FixedLenSequenceFeature, column: Column, batch: int, single: bool) -> np.ndarray:
+    values, counts = column
+    stride = math.prod(spec.shape)
+    n = np.maximum(counts, 0)
+    if stride and (n % stride).any():
+        i = int(np.argmax(n % stride))
+        raise ParseError(
+            f"Key: {name}, Index: {i}. Number of {_TF_TYPE[spec.dtype]} values is not a multiple of stride length. "
+            f"Saw {int(n[i])} values but output shape is: [?,{','.join(map(str, spec.shape))}]",
+            key=name, index=i,
+        )
+    if single:
+        return values.reshape((-1,) + spec.shape) if stride else np.zeros((0,) + spec.shape, NUMPY_DTYPES[spec.dtype])
+    return _padded(values, counts, stride, spec.shape, batch, _pad_value(spec), spec.dtype)
+
+
+def _assemble(features: Mapping[str, FeatureSpec], columns: dict[str, Column], batch: int, single: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, spec in features.items():
+        if isinstance(spec, FixedLenFeature):
+            out[name] = _fixed(name, spec, columns[name], batch, single)
+        elif isinstance(spec, VarLenFeature):
+            out[name] = _varlen(*columns[name], batch, single)
+        elif isinstance(spec, SparseFeature):
+            out[name] = _sparse(name, spec, columns, batch, single)
+        elif isinstance(spec, RaggedFeature):
+            out[name] = _ragged(name, spec, columns, batch, single)
+        elif isinstance(spec, FixedLenSequenceFeature):
+            out[name] = _sequence_rows(name, spec, columns[name], batch, single)
+    return out
+
+
+def parse_example(serialized: Iterable[bytes], features: Mapping[str, FeatureSpec], example_names: Any = None) -> dict[str, Any]:
+    """Parses a batch of serialized ``tf.train.Example`` records (``tf.io.parse_example``).
+
+    Args:
+        serialized: A list (or 1-D object array) of serialized Examples.
+        features: ``{name: spec}`` with :class:`FixedLenFeature`, :class:`VarLenFeature`,
+            :class:`SparseFeature`, :class:`RaggedFeature` or
+            :class:`FixedLenSequenceFeature` (``allow_missing=True``) specs.
+        example_names: Accepted for TensorFlow compatibility; errors give the
+            record's index instead.
+
+    Returns:
+        ``{name: output}``: dense NumPy arrays of shape ``[batch] + shape``
+        (strings as ``object`` arrays of ``bytes``), :class:`SparseArray` for
+        VarLen and Sparse features, :class:`RaggedArray` for Ragged ones.
+
+    Raises:
+        ParseError: Where TensorFlow raises: a required feature missing, a
+            count or type mismatch, a malformed record. ``.key`` and
+            ``.index`` say which.
+    """
+    records = _records(serialized, "parse_example")
+    requests = _Requests()
+    _plan_example(features, requests)
+    columns = _columns(requests, _native.parse_example_columns(records, requests.as_list()))
+    return _assemble(features, columns, len(records), single=False)
+
+
+def parse_single_example(serialized: bytes, features: Mapping[str, FeatureSpec], example_names: Any = None) -> dict[str, Any]:
+    """Parses one serialized ``tf.train.Example`` (``tf.io.parse_single_example``).
+
+    As :func:`parse_example` without the batch dimension: dense outputs have
+    shape ``shape``, VarLen indices are ``[N, 1]``.
+    """
+    records = _single(serialized, "parse_single_example")
+    requests = _Requests()
+    _plan_example(features, requests)
+    columns = _columns(requests, _native.parse_example_columns(records, requests.as_list()))
+    return _assemble(features, columns, 1, single=True)
+
+
+def _plan_sequence(
+    context: Mapping[str, FeatureSpec], sequence: Mapping[str, FeatureSpec]
+) -> tuple[_Requests, _Requests]:
+    if not context and not sequence:
+        raise ValueError("context_features and sequence_features cannot both be empty")
+    context_requests, list_requests = _Requests(), _Requests()
+    for name, spec in context.items():
+        if isinstance(spec, (SparseFeature, FixedLenSequenceFeature)):
+            raise TypeError(f"context feature {name!r}: {type(spec).__name__} is not supported in the context")
+    if context:
+        _plan_example(context, context_requests)
+    for name, spec in sequence.items():
+        if isinstance(spec, FixedLenSequenceFeature):
+            if spec.default_value is not None:
+                raise ValueError(f"Value feature_list.dense_defaults[{name}] must be None")
+            list_requests.add(name, spec.dtype)
+        elif isinstance(spec, VarLenFeature):
+            list_requests.add(name, spec.dtype)
+        elif isinstance(spec, RaggedFeature):
+            if spec.partitions:
+                raise NotImplementedError("partitions on feature lists are not supported yet")
+            list_requests.add(spec.value_key or name, spec.dtype)
+        else:
+            raise TypeError(f"unsupported sequence feature spec for {name!r}: {spec!r}")
+    return context_requests, list_requests
+
+
+def _assemble_sequence(
+    sequence: Mapping[str, FeatureSpec], columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], batch: int, single: bool
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    out: dict[str, Any] = {}
+    lengths: dict[str, np.ndarray] = {}
+    for name, spec in sequence.items():
+        key = spec.value_key or name if isinstance(spec, RaggedFeature) else name
+        values, step_counts, steps = columns[key]
+        missing = steps < 0
+        if isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing and missing.any():
+            i = int(np.argmax(missing))
+            raise ParseError(f"Index: {i}. Feature list '{name}' is required but could not be found.", key=name, index=i)
+        steps = np.maximum(steps, 0)
+        step_owner = np.repeat(np.arange(batch, dtype=np.int64), steps)
+        if isinstance(spec, FixedLenSequenceFeature):
+            stride = math.prod(spec.shape)
+            bad = step_counts != stride
+            if bad.any():
+                s = int(np.argmax(bad))
+                i = int(step_owner[s])
+                raise ParseError(
+                    f"Feature list: {name}, Index: {i}. Number of values != expected. "
+                    f"values size: {int(step_counts[s])} but output shape: {_shape_text(spec.shape)}",
+                    key=name, index=i,
+                )
+            if single:
+                out[name] = values.reshape((int(steps[0]),) + spec.shape)
+            else:
+                out[name] = _padded(values, steps * stride, stride, spec.shape, batch, _pad_value(spec), spec.dtype)
+                lengths[name] = steps.astype(np.int64)
+        elif isinstance(spec, VarLenFeature):
+            total_steps = len(step_counts)
+            step_in_record = np.arange(total_steps, dtype=np.int64) - np.repeat(np.cumsum(steps) - steps, steps)
+            value_step = np.repeat(np.arange(total_steps, dtype=np.int64), step_counts)
+            value_in_step = np.arange(len(values), dtype=np.int64) - np.repeat(np.cumsum(step_counts) - step_counts, step_counts)
+            max_steps = int(steps.max()) if batch else 0
+            max_values = int(step_counts.max()) if total_steps else 0
+            if single:
+                indices = np.stack([step_in_record[value_step], value_in_step], axis=1)
+                out[name] = SparseArray(indices, values, np.array([max_steps, max_values], dtype=np.int64))
+            else:
+                indices = np.stack([step_owner[value_step], step_in_record[value_step], value_in_step], axis=1)
+                out[name] = SparseArray(indices, values, np.array([batch, max_steps, max_values], dtype=np.int64))
+        else:
+            dtype = np.dtype(spec.row_splits_dtype)
+            inner = np.concatenate([[0], np.cumsum(step_counts)]).astype(dtype)
+            if single:
+                out[name] = RaggedArray(values, inner)
+            else:
+                outer = np.concatenate([[0], np.cumsum(steps)]).astype(dtype)
+                out[name] = RaggedArray(RaggedArray(values, inner), outer)
+    return out, lengths
+
+
+def parse_sequence_example(
+    serialized: Iterable[bytes],
+    context_features: Mapping[str, FeatureSpec] | None = None,
+    sequence_features: Mapping[str, FeatureSpec] | None = None,
+    example_names: Any = None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, np.ndarray]]:
+    """Parses a batch of serialized ``tf.train.SequenceExample`` records (``tf.io.parse_sequence_example``).
+
+    Returns:
+        ``(context, feature_lists, lengths)``: context outputs as
+        :func:`parse_example` gives them; feature-list outputs (a
+        :class:`FixedLenSequenceFeature` gives ``[batch, max_steps] + shape``
+        padded with 0 or ``b""``, a :class:`VarLenFeature` a 3-D
+        :class:`SparseArray`, a :class:`RaggedFeature` a :class:`RaggedArray`
+        of ragged rank 2); and the number of steps of each dense feature list.
+    """
+    records = _records(serialized, "parse_sequence_example")
+    return _parse_sequence(records, context_features or {}, sequence_features or {}, single=False)
+
+
+def parse_single_sequence_example(
+    serialized: bytes,
+    context_features: Mapping[str, FeatureSpec] | None = None,
+    sequence_features: Mapping[str, FeatureSpec] | None = None,
+    example_name: Any = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Parses one serialized ``tf.train.SequenceExample``: ``(context, feature_lists)``."""
+    records = _single(serialized, "parse_single_sequence_example")
+    context, lists, _ = _parse_sequence(records, context_features or {}, sequence_features or {}, single=True)
+    return context, lists
+
+
+def _parse_sequence(
+    records: list, context: Mapping[str, FeatureSpec], sequence: Mapping[str, FeatureSpec], single: bool
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, np.ndarray]]:
+    context_requests, list_requests = _plan_sequence(context, sequence)
+    context_columns, list_columns = _native.parse_sequence_columns(records, context_requests.as_list(), list_requests.as_list())
+    batch = len(records)
+    context_out = _assemble(context, _columns(context_requests, context_columns), batch, single) if context else {}
+    lists_out, lengths = _assemble_sequence(sequence, dict(zip(list_requests.dtypes, list_columns)), batch, single)
+    return context_out, lists_out, lengths

@@ -1,0 +1,212 @@
+"""``tf.io.serialize_tensor`` / ``tf.io.parse_tensor``: TensorFlow's TensorProto bytes.
+
+Non-string arrays are stored as raw little-endian bytes (``tensor_content``),
+string arrays as one ``string_val`` per element; the shape is always written,
+even for scalars. Parsing also accepts the typed ``*_val`` fields other
+writers use, with TensorFlow's rule that the last value fills the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from recordkit.errors import ParseError
+
+__all__ = ["serialize_tensor", "parse_tensor"]
+
+# DataType enum values (tensorflow/core/framework/types.proto).
+_DT = {
+    "float32": 1, "float64": 2, "int32": 3, "uint8": 4, "int16": 5, "int8": 6, "string": 7,
+    "complex64": 8, "int64": 9, "bool": 10, "uint16": 17, "complex128": 18, "float16": 19,
+    "uint32": 22, "uint64": 23,
+}
+_DT_NAMES = {v: k for k, v in _DT.items()}
+_DT_NAMES.update({14: "bfloat16", 20: "resource", 21: "variant"})
+# Typed value fields: field number -> (DataTypes it serves, NumPy reading).
+_TYPED = {
+    5: ("float32",), 6: ("float64",), 7: ("int32", "int16", "int8", "uint8", "uint16"),
+    9: ("complex64",), 10: ("int64",), 11: ("bool",), 12: ("complex128",), 13: ("float16",),
+    16: ("uint32",), 17: ("uint64",),
+}
+# Refuse to materialize more elements than this from broadcast typed values
+# (a few bytes can claim any shape).
+_MAX_BROADCAST = 1 << 28
+
+
+def _dtype_name(dtype: Any) -> str:
+    if dtype in (bytes, str, "string", "bytes", "str", object):
+        return "string"
+    name = getattr(dtype, "name", None) if not isinstance(dtype, (str, np.dtype)) else None
+    try:
+        name = name or np.dtype(dtype).name
+    except TypeError:
+        raise TypeError(f"unsupported dtype {dtype!r}") from None
+    if name in ("object",) or name.startswith(("bytes", "str")):
+        return "string"
+    name = {"float": "float32", "double": "float64", "half": "float16"}.get(name, name)
+    if name not in _DT:
+        raise TypeError(f"dtype {dtype!r} has no TensorFlow equivalent that serialize_tensor supports")
+    return name
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    value &= (1 << 64) - 1
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _len_field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def serialize_tensor(array: Any) -> bytes:
+    """TensorFlow's serialized ``TensorProto`` of ``array`` (byte-identical to ``tf.io.serialize_tensor``).
+
+    Strings (``bytes``, ``str`` as UTF-8, object arrays of them) are stored per
+    element; every other NumPy dtype TensorFlow has as raw little-endian bytes.
+    """
+    if isinstance(array, (bytes, str)):
+        array = np.array(array.encode() if isinstance(array, str) else array, dtype=object)
+    array = np.asarray(array)
+    name = _dtype_name(array.dtype)
+    shape = b"".join(_len_field(2, b"\x08" + _varint(d) if d else b"") for d in array.shape)
+    out = bytearray(b"\x08" + _varint(_DT[name]) + _len_field(2, shape))
+    if name == "string":
+        for value in array.reshape(-1).tolist():
+            if isinstance(value, str):
+                value = value.encode()
+            if not isinstance(value, (bytes, bytearray)):
+                raise TypeError(f"a string tensor holds bytes or str, not {type(value).__name__}")
+            out += _len_field(8, bytes(value))
+    elif array.size:
+        out += _len_field(4, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes())
+    return bytes(out)
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ParseError("Could not parse `serialized` as TensorProto: bad varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(data: bytes):
+    pos = 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _read_varint(data, pos)
+        elif wire == 1:
+            value, pos = data[pos : pos + 8], pos + 8
+        elif wire == 2:
+            size, pos = _read_varint(data, pos)
+            value, pos = data[pos : pos + size], pos + size
+        elif wire == 5:
+            value, pos = data[pos : pos + 4], pos + 4
+        else:
+            raise ParseError(f"Could not parse `serialized` as TensorProto: wire type {wire}")
+        if pos > len(data):
+            raise ParseError("Could not parse `serialized` as TensorProto: truncated")
+        yield number, wire, value
+
+
+def _typed_values(name: str, chunks: list[tuple[int, bytes | int]]) -> np.ndarray:
+    """Decodes the packed or unpacked values of a typed ``*_val`` field."""
+    fixed = {"float32": "<f4", "float64": "<f8", "complex64": "<f4", "complex128": "<f8"}
+    if name in fixed:
+        raw = b"".join(v if isinstance(v, bytes) else b"" for _, v in chunks)
+        values = np.frombuffer(raw, dtype=fixed[name])
+        return values.view(np.dtype(name).newbyteorder("<")) if name.startswith("complex") else values
+    ints: list[int] = []
+    for wire, value in chunks:
+        if wire == 0:
+            ints.append(int(value))  # type: ignore[arg-type]
+        else:
+            pos = 0
+            while pos < len(value):  # type: ignore[arg-type]
+                v, pos = _read_varint(value, pos)  # type: ignore[arg-type]
+                ints.append(v)
+    if name == "float16":
+        return np.array(ints, dtype=np.uint16).view(np.float16)
+    if name == "bool":
+        return np.array(ints, dtype=bool)
+    wrapped = np.array(ints, dtype=np.uint64)
+    return wrapped.astype(np.dtype(name)) if name.startswith("uint") else wrapped.view(np.int64).astype(np.dtype(name))
+
+
+def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
+    """Parses a serialized ``TensorProto`` (``tf.io.parse_tensor``) into a NumPy array.
+
+    Args:
+        serialized: The bytes ``tf.io.serialize_tensor`` (or :func:`serialize_tensor`) wrote.
+        dtype: The expected dtype: a NumPy dtype or its name, or ``"string"``.
+
+    Raises:
+        ParseError: On malformed bytes or a dtype that differs from the one stored.
+    """
+    want = _dtype_name(dtype)
+    data = bytes(serialized)
+    stored = 0
+    dims: list[int] = []
+    content: bytes | None = None
+    strings: list[bytes] = []
+    typed: dict[int, list[tuple[int, Any]]] = {}
+    for number, wire, value in _fields(data):
+        if number == 1 and wire == 0:
+            stored = int(value)
+        elif number == 2 and wire == 2:
+            for n, w, dim in _fields(value):
+                if n == 2 and w == 2:
+                    size = next((int(v) for k, ww, v in _fields(dim) if k == 1 and ww == 0), 0)
+                    dims.append(size - (1 << 64) if size >= 1 << 63 else size)
+        elif number == 4 and wire == 2:
+            content = value
+        elif number == 8 and wire == 2:
+            strings.append(value)
+        elif number in _TYPED:
+            typed.setdefault(number, []).append((wire, value))
+    stored_name = _DT_NAMES.get(stored, f"DataType {stored}")
+    if stored_name != want:
+        raise ParseError(f"Type mismatch between parsed tensor ({stored_name}) and dtype ({want})")
+    if any(d < 0 for d in dims):
+        raise ParseError(f"Could not parse `serialized` as TensorProto: unknown dimension in shape {dims}")
+    count = math.prod(dims)
+    shape = tuple(dims)
+    if want == "string":
+        values: np.ndarray = np.empty(len(strings), dtype=object)
+        values[:] = strings
+    elif content is not None:
+        np_dtype = np.dtype(want).newbyteorder("<")
+        if len(content) != count * np_dtype.itemsize:
+            raise ParseError(
+                f"Could not parse `serialized` as TensorProto: {len(content)} content bytes for shape {list(shape)} of {want}"
+            )
+        return np.frombuffer(content, dtype=np_dtype).astype(np.dtype(want)).reshape(shape)
+    else:
+        field = next((n for n, names in _TYPED.items() if want in names), None)
+        values = _typed_values(want, typed.get(field, [])) if field else np.empty(0, np.dtype(want))
+    if len(values) == count:
+        return values.reshape(shape) if want != "string" else values.reshape(shape)
+    if len(values) > count:
+        raise ParseError(f"Could not parse `serialized` as TensorProto: {len(values)} values for shape {list(shape)}")
+    if count > _MAX_BROADCAST:
+        raise ParseError(f"Could not parse `serialized` as TensorProto: refusing to fill shape {list(shape)}")
+    filler = values[-1] if len(values) else (b"" if want == "string" else np.zeros((), np.dtype(want)))
+    out = np.empty(count, dtype=values.dtype if want != "string" else object)
+    out[: len(values)] = values
+    out[len(values) :] = filler
+    return out.reshape(shape)

@@ -1,0 +1,338 @@
+//! Columns: a batch of serialized Examples (or SequenceExamples) and the
+//! features asked for in; per feature, one flat buffer of values and the
+//! number of values each record holds out. Python turns these into
+//! TensorFlow's dense, sparse and ragged outputs with a few array operations.
+
+use std::collections::HashMap;
+
+use crate::example::{entry_feature, feature, for_each_example_entry, for_each_sequence_entry, for_each_step, Feature, Kind, Schema};
+use crate::wire::Malformed;
+
+/// The three value types `tf.io.parse_*` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    Int64,
+    Float32,
+    Bytes,
+}
+
+impl DType {
+    pub fn kind(self) -> Kind {
+        match self {
+            DType::Int64 => Kind::Int64,
+            DType::Float32 => Kind::Float,
+            DType::Bytes => Kind::Bytes,
+        }
+    }
+}
+
+/// One feature to extract. Keys are unique within a request list.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub key: Vec<u8>,
+    pub dtype: DType,
+}
+
+/// Flat values of one feature over a batch.
+#[derive(Debug, PartialEq)]
+pub enum Buffer<'a> {
+    Int64(Vec<i64>),
+    Float32(Vec<f32>),
+    Bytes(Vec<&'a [u8]>),
+}
+
+impl<'a> Buffer<'a> {
+    fn new(dtype: DType) -> Self {
+        match dtype {
+            DType::Int64 => Buffer::Int64(Vec::new()),
+            DType::Float32 => Buffer::Float32(Vec::new()),
+            DType::Bytes => Buffer::Bytes(Vec::new()),
+        }
+    }
+
+    /// Appends a feature's values; returns how many, or the kind it really is.
+    fn append(&mut self, f: &Feature<'a>) -> Result<Result<i64, Kind>, Malformed> {
+        let actual = f.kind.expect("callers handle features without a kind");
+        let added = match (self, actual) {
+            (Buffer::Int64(v), Kind::Int64) => grow(v, |v| f.int64s(v))?,
+            (Buffer::Float32(v), Kind::Float) => grow(v, |v| f.floats(v))?,
+            (Buffer::Bytes(v), Kind::Bytes) => grow(v, |v| f.bytes(v))?,
+            _ => return Ok(Err(actual)),
+        };
+        Ok(Ok(added as i64))
+    }
+}
+
+fn grow<T>(v: &mut Vec<T>, fill: impl FnOnce(&mut Vec<T>) -> Result<(), Malformed>) -> Result<usize, Malformed> {
+    let before = v.len();
+    fill(v)?;
+    Ok(v.len() - before)
+}
+
+/// A feature of a batch: values, and per record the count (-1: missing).
+#[derive(Debug, PartialEq)]
+pub struct Column<'a> {
+    pub values: Buffer<'a>,
+    pub counts: Vec<i64>,
+}
+
+/// A feature list of a batch: values, the count of each step, and per
+/// record the number of steps (-1: no such feature list).
+#[derive(Debug, PartialEq)]
+pub struct SequenceColumn<'a> {
+    pub values: Buffer<'a>,
+    pub step_counts: Vec<i64>,
+    pub steps: Vec<i64>,
+}
+
+/// Why a batch could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseFailure {
+    /// Record `index` is not a valid message.
+    Malformed { index: usize, key: Option<Vec<u8>>, what: &'static str },
+    /// Record `index` holds `key` as another kind than asked for.
+    WrongType { index: usize, key: Vec<u8>, expected: DType, actual: Kind, step: Option<usize> },
+}
+
+/// TensorFlow's names for the three types, as its messages use them.
+fn type_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Int64 => "int64",
+        Kind::Float => "float",
+        Kind::Bytes => "string",
+        Kind::Double => "double",
+        Kind::Int32 => "int32",
+    }
+}
+
+impl ParseFailure {
+    pub fn index(&self) -> usize {
+        match self {
+            ParseFailure::Malformed { index, .. } | ParseFailure::WrongType { index, .. } => *index,
+        }
+    }
+
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            ParseFailure::Malformed { key, .. } => key.as_deref(),
+            ParseFailure::WrongType { key, .. } => Some(key),
+        }
+    }
+}
+
+impl std::fmt::Display for ParseFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseFailure::Malformed { index, key: None, what } => {
+                write!(f, "Index: {index}. Could not parse example input: {what}")
+            }
+            ParseFailure::Malformed { index, key: Some(key), what } => {
+                write!(f, "Key: {}, Index: {index}. Can't parse serialized Example: {what}", String::from_utf8_lossy(key))
+            }
+            ParseFailure::WrongType { index, key, expected, actual, step } => {
+                let key = String::from_utf8_lossy(key);
+                match step {
+                    None => write!(f, "Key: {key}, Index: {index}. "),
+                    Some(step) => write!(f, "Feature list: {key}, Index: {index}, step: {step}. "),
+                }?;
+                write!(f, "Data types don't match. Data type: {} but expected type: {}", type_name(*actual), type_name(expected.kind()))
+            }
+        }
+    }
+}
+
+/// Finds a request by key: a linear scan for a few keys, a hash map beyond.
+struct Keys {
+    keys: Vec<Vec<u8>>,
+    map: Option<HashMap<Vec<u8>, usize>>,
+}
+
+impl Keys {
+    fn new(requests: &[Request]) -> Self {
+        let keys: Vec<Vec<u8>> = requests.iter().map(|r| r.key.clone()).collect();
+        let map = (keys.len() > 12).then(|| keys.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect());
+        Keys { keys, map }
+    }
+
+    #[inline]
+    fn find(&self, key: &[u8]) -> Option<usize> {
+        match &self.map {
+            Some(map) => map.get(key).copied(),
+            None => self.keys.iter().position(|k| k.as_slice() == key),
+        }
+    }
+}
+
+fn malformed(index: usize) -> impl Fn(Malformed) -> ParseFailure {
+    move |m| ParseFailure::Malformed { index, key: None, what: m.0 }
+}
+
+/// Parses a batch of serialized Examples.
+pub fn parse_examples<'a>(records: &[&'a [u8]], requests: &[Request]) -> Result<Vec<Column<'a>>, ParseFailure> {
+    let keys = Keys::new(requests);
+    let mut columns: Vec<Column<'a>> = requests
+        .iter()
+        .map(|r| Column { values: Buffer::new(r.dtype), counts: Vec::with_capacity(records.len()) })
+        .collect();
+    let mut slots: Vec<Option<&'a [u8]>> = vec![None; requests.len()];
+    for (index, record) in records.iter().enumerate() {
+        slots.iter_mut().for_each(|s| *s = None);
+        for_each_example_entry(record, &mut |key, entry| {
+            if let Some(i) = keys.find(key) {
+                slots[i] = Some(entry); // the last entry of a key wins
+            }
+        })
+        .map_err(malformed(index))?;
+        for ((slot, column), request) in slots.iter().zip(&mut columns).zip(requests) {
+            let count = match slot {
+                None => -1,
+                Some(entry) => {
+                    let f = entry_feature(entry, Schema::TensorFlow).map_err(malformed(index))?;
+                    if f.kind.is_none() {
+                        -1 // a Feature with no kind counts as missing, as in TensorFlow
+                    } else {
+                        column.values.append(&f).map_err(|m| ParseFailure::Malformed { index, key: Some(request.key.clone()), what: m.0 })?.map_err(
+                            |actual| ParseFailure::WrongType { index, key: request.key.clone(), expected: request.dtype, actual, step: None },
+                        )?
+                    }
+                }
+            };
+            column.counts.push(count);
+        }
+    }
+    Ok(columns)
+}
+
+/// Parses a batch of serialized SequenceExamples: context features and feature lists.
+pub fn parse_sequence_examples<'a>(
+    records: &[&'a [u8]],
+    context: &[Request],
+    lists: &[Request],
+) -> Result<(Vec<Column<'a>>, Vec<SequenceColumn<'a>>), ParseFailure> {
+    let context_keys = Keys::new(context);
+    let list_keys = Keys::new(lists);
+    let mut context_columns: Vec<Column<'a>> =
+        context.iter().map(|r| Column { values: Buffer::new(r.dtype), counts: Vec::with_capacity(records.len()) }).collect();
+    let mut list_columns: Vec<SequenceColumn<'a>> = lists
+        .iter()
+        .map(|r| SequenceColumn { values: Buffer::new(r.dtype), step_counts: Vec::new(), steps: Vec::with_capacity(records.len()) })
+        .collect();
+    let mut context_slots: Vec<Option<&'a [u8]>> = vec![None; context.len()];
+    let mut list_slots: Vec<Option<&'a [u8]>> = vec![None; lists.len()];
+    for (index, record) in records.iter().enumerate() {
+        context_slots.iter_mut().for_each(|s| *s = None);
+        list_slots.iter_mut().for_each(|s| *s = None);
+        for_each_sequence_entry(
+            record,
+            &mut |key, entry| {
+                if let Some(i) = context_keys.find(key) {
+                    context_slots[i] = Some(entry);
+                }
+            },
+            &mut |key, entry| {
+                if let Some(i) = list_keys.find(key) {
+                    list_slots[i] = Some(entry);
+                }
+            },
+        )
+        .map_err(malformed(index))?;
+        for ((slot, column), request) in context_slots.iter().zip(&mut context_columns).zip(context) {
+            let count = match slot {
+                None => -1,
+                Some(entry) => {
+                    let f = entry_feature(entry, Schema::TensorFlow).map_err(malformed(index))?;
+                    match f.kind {
+                        None => -1,
+                        Some(_) => column.values.append(&f).map_err(malformed(index))?.map_err(|actual| ParseFailure::WrongType {
+                            index,
+                            key: request.key.clone(),
+                            expected: request.dtype,
+                            actual,
+                            step: None,
+                        })?,
+                    }
+                }
+            };
+            column.counts.push(count);
+        }
+        for ((slot, column), request) in list_slots.iter().zip(&mut list_columns).zip(lists) {
+            let Some(entry) = slot else {
+                column.steps.push(-1);
+                continue;
+            };
+            let mut steps = 0i64;
+            let mut failure = None;
+            for_each_step(entry, &mut |message| {
+                let f = feature(message, Schema::TensorFlow)?;
+                let count = match f.kind {
+                    None => 0,
+                    Some(_) => match column.values.append(&f)? {
+                        Ok(n) => n,
+                        Err(actual) => {
+                            failure.get_or_insert(ParseFailure::WrongType {
+                                index,
+                                key: request.key.clone(),
+                                expected: request.dtype,
+                                actual,
+                                step: Some(steps as usize),
+                            });
+                            0
+                        }
+                    },
+                };
+                column.step_counts.push(count);
+                steps += 1;
+                Ok(())
+            })
+            .map_err(malformed(index))?;
+            if let Some(failure) = failure {
+                return Err(failure);
+            }
+            column.steps.push(steps);
+        }
+    }
+    Ok((context_columns, list_columns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::example::{feature_map_len, put_feature_map, Values};
+    use crate::wire::put_len_header;
+
+    fn example(entries: &[(&[u8], Option<Values<'_>>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_len_header(&mut out, 1, feature_map_len(entries));
+        put_feature_map(&mut out, entries, Schema::TensorFlow).unwrap();
+        out
+    }
+
+    fn request(key: &str, dtype: DType) -> Request {
+        Request { key: key.as_bytes().to_vec(), dtype }
+    }
+
+    #[test]
+    fn columns_with_missing_and_empty() {
+        let a = example(&[(b"x", Some(Values::Int64(&[1, 2]))), (b"s", Some(Values::Bytes(&[b"hi"])))]);
+        let b = example(&[(b"x", Some(Values::Int64(&[])))]);
+        let c = example(&[(b"x", None)]);
+        let cols = parse_examples(&[&a, &b, &c], &[request("x", DType::Int64), request("s", DType::Bytes)]).unwrap();
+        assert_eq!(cols[0], Column { values: Buffer::Int64(vec![1, 2]), counts: vec![2, 0, -1] });
+        assert_eq!(cols[1], Column { values: Buffer::Bytes(vec![b"hi"]), counts: vec![1, -1, -1] });
+    }
+
+    #[test]
+    fn wrong_type_names_key_and_index() {
+        let a = example(&[(b"x", Some(Values::Int64(&[1])))]);
+        let b = example(&[(b"x", Some(Values::Float(&[1.0])))]);
+        let err = parse_examples(&[&a, &b], &[request("x", DType::Int64)]).unwrap_err();
+        assert_eq!(err, ParseFailure::WrongType { index: 1, key: b"x".to_vec(), expected: DType::Int64, actual: Kind::Float, step: None });
+    }
+
+    #[test]
+    fn malformed_record_is_reported_by_index() {
+        let a = example(&[(b"x", Some(Values::Int64(&[1])))]);
+        let err = parse_examples(&[&a, &[0x0a, 0x09]], &[request("x", DType::Int64)]).unwrap_err();
+        assert!(matches!(err, ParseFailure::Malformed { index: 1, .. }));
+    }
+}

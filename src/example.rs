@@ -1,0 +1,542 @@
+//! tf.train.Example / SequenceExample and OneFlow OFRecord messages on the wire.
+//!
+//! Decoding follows protobuf, not TensorFlow's fast parser, where they differ:
+//! unknown fields are skipped at every level, the last entry of a repeated
+//! map key wins, a Feature that sets two kinds keeps the last one (merging a
+//! trailing run of the same kind, as protobuf merges repeated sub-messages),
+//! and packed and unpacked runs of one list concatenate.
+//!
+//! Encoding is protobuf's deterministic serialization: map keys sorted
+//! byte-wise, repeated scalars packed, empty lists as empty messages.
+
+use crate::wire::{count_varints, len_field_size, put_len_header, put_varint, read_varint, varint_len, Malformed, Reader, Value};
+
+/// What a Feature holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Bytes,
+    Float,
+    Double,
+    Int32,
+    Int64,
+}
+
+impl Kind {
+    /// The list's name in the protos (`int64_list`, ...).
+    pub fn list_name(self) -> &'static str {
+        match self {
+            Kind::Bytes => "bytes_list",
+            Kind::Float => "float_list",
+            Kind::Double => "double_list",
+            Kind::Int32 => "int32_list",
+            Kind::Int64 => "int64_list",
+        }
+    }
+}
+
+/// Which Feature message: TensorFlow's (3 kinds) or OneFlow's (5 kinds;
+/// field 3 is `double_list` there but `int64_list` in TensorFlow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schema {
+    TensorFlow,
+    OneFlow,
+}
+
+impl Schema {
+    #[inline]
+    pub fn kind(self, field: u32) -> Option<Kind> {
+        match (self, field) {
+            (_, 1) => Some(Kind::Bytes),
+            (_, 2) => Some(Kind::Float),
+            (Schema::TensorFlow, 3) => Some(Kind::Int64),
+            (Schema::OneFlow, 3) => Some(Kind::Double),
+            (Schema::OneFlow, 4) => Some(Kind::Int32),
+            (Schema::OneFlow, 5) => Some(Kind::Int64),
+            _ => None,
+        }
+    }
+
+    pub fn field(self, kind: Kind) -> Option<u32> {
+        match (self, kind) {
+            (_, Kind::Bytes) => Some(1),
+            (_, Kind::Float) => Some(2),
+            (Schema::TensorFlow, Kind::Int64) => Some(3),
+            (Schema::OneFlow, Kind::Double) => Some(3),
+            (Schema::OneFlow, Kind::Int32) => Some(4),
+            (Schema::OneFlow, Kind::Int64) => Some(5),
+            (Schema::TensorFlow, _) => None,
+        }
+    }
+}
+
+// --- decoding --------------------------------------------------------------
+
+/// The key of a map entry (the last key field; empty when absent).
+fn entry_key(entry: &[u8]) -> Result<&[u8], Malformed> {
+    let mut key: &[u8] = &[];
+    let mut r = Reader::new(entry);
+    while let Some((n, v)) = r.field()? {
+        if let (1, Value::Len(k)) = (n, v) {
+            key = k;
+        }
+    }
+    Ok(key)
+}
+
+/// Calls `f(key, entry)` for each entry of a `map<string, ...>` message.
+pub fn for_each_entry<'a>(map: &'a [u8], f: &mut impl FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed> {
+    let mut r = Reader::new(map);
+    while let Some((n, v)) = r.field()? {
+        if let (1, Value::Len(entry)) = (n, v) {
+            f(entry_key(entry)?, entry);
+        }
+    }
+    Ok(())
+}
+
+/// Calls `f(key, entry)` for each feature of an Example: the entries of every
+/// `features` field, in order (protobuf merges repeated sub-messages).
+pub fn for_each_example_entry<'a>(example: &'a [u8], f: &mut impl FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed> {
+    let mut r = Reader::new(example);
+    while let Some((n, v)) = r.field()? {
+        if let (1, Value::Len(features)) = (n, v) {
+            for_each_entry(features, f)?;
+        }
+    }
+    Ok(())
+}
+
+/// Calls `context(key, entry)` for each context feature and `lists(key, entry)`
+/// for each feature list of a SequenceExample.
+pub fn for_each_sequence_entry<'a>(
+    sequence: &'a [u8],
+    context: &mut impl FnMut(&'a [u8], &'a [u8]),
+    lists: &mut impl FnMut(&'a [u8], &'a [u8]),
+) -> Result<(), Malformed> {
+    let mut r = Reader::new(sequence);
+    while let Some((n, v)) = r.field()? {
+        match (n, v) {
+            (1, Value::Len(features)) => for_each_entry(features, context)?,
+            (2, Value::Len(feature_lists)) => for_each_entry(feature_lists, lists)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The value messages of a map entry (field 2; normally exactly one). The
+/// entry was validated by `for_each_entry`, so reading it cannot fail.
+fn entry_values(entry: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut r = Reader::new(entry);
+    std::iter::from_fn(move || loop {
+        match r.field() {
+            Ok(Some((2, Value::Len(v)))) => return Some(v),
+            Ok(Some(_)) => continue,
+            _ => return None,
+        }
+    })
+}
+
+/// Calls `f(step)` for each Feature of the FeatureList held by a map entry.
+pub fn for_each_step<'a>(entry: &'a [u8], f: &mut impl FnMut(&'a [u8]) -> Result<(), Malformed>) -> Result<(), Malformed> {
+    for list in entry_values(entry) {
+        let mut r = Reader::new(list);
+        while let Some((n, v)) = r.field()? {
+            if let (1, Value::Len(step)) = (n, v) {
+                f(step)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A decoded Feature: its kind (None when no kind is set) and its list messages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Feature<'a> {
+    pub kind: Option<Kind>,
+    /// The list message; `more` holds the rare further ones to merge, so the
+    /// common case allocates nothing.
+    first: &'a [u8],
+    more: Vec<&'a [u8]>,
+}
+
+/// Decodes the Feature a map entry holds.
+pub fn entry_feature(entry: &[u8], schema: Schema) -> Result<Feature<'_>, Malformed> {
+    decode_feature(entry_values(entry), schema)
+}
+
+/// Decodes one Feature message (for example a step of a FeatureList).
+pub fn feature(message: &[u8], schema: Schema) -> Result<Feature<'_>, Malformed> {
+    decode_feature(std::iter::once(message), schema)
+}
+
+fn decode_feature<'a>(chunks: impl Iterator<Item = &'a [u8]>, schema: Schema) -> Result<Feature<'a>, Malformed> {
+    // The oneof keeps the last kind set; consecutive fields of that kind at the
+    // end merge (their lists concatenate); earlier ones were cleared.
+    let mut feature = Feature { kind: None, first: &[], more: Vec::new() };
+    for chunk in chunks {
+        let mut r = Reader::new(chunk);
+        while let Some((n, v)) = r.field()? {
+            if let (Some(k), Value::Len(list)) = (schema.kind(n), v) {
+                if feature.kind != Some(k) {
+                    feature.kind = Some(k);
+                    feature.first = list;
+                    feature.more.clear();
+                } else {
+                    feature.more.push(list);
+                }
+            }
+        }
+    }
+    Ok(feature)
+}
+
+impl<'a> Feature<'a> {
+    fn lists(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
+        std::iter::once(self.first).chain(self.more.iter().copied())
+    }
+
+    /// How many values the feature holds.
+    pub fn count(&self) -> Result<usize, Malformed> {
+        let Some(kind) = self.kind else { return Ok(0) };
+        let mut total = 0;
+        for list in self.lists() {
+            let mut r = Reader::new(list);
+            while let Some((n, v)) = r.field()? {
+                if n != 1 {
+                    continue;
+                }
+                total += match (kind, v) {
+                    (Kind::Bytes, Value::Len(_)) => 1,
+                    (Kind::Int64 | Kind::Int32, Value::Varint(_)) => 1,
+                    (Kind::Int64 | Kind::Int32, Value::Len(p)) => count_varints(p)?,
+                    (Kind::Float, Value::Fixed32(_)) | (Kind::Double, Value::Fixed64(_)) => 1,
+                    (Kind::Float, Value::Len(p)) => packed_fixed(p, 4)?,
+                    (Kind::Double, Value::Len(p)) => packed_fixed(p, 8)?,
+                    _ => 0,
+                };
+            }
+        }
+        Ok(total)
+    }
+
+    fn each(&self, mut f: impl FnMut(Value<'a>) -> Result<(), Malformed>) -> Result<(), Malformed> {
+        if self.kind.is_none() {
+            return Ok(());
+        }
+        for list in self.lists() {
+            let mut r = Reader::new(list);
+            while let Some((n, v)) = r.field()? {
+                if n == 1 {
+                    f(v)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn int64s(&self, out: &mut Vec<i64>) -> Result<(), Malformed> {
+        self.varints(|v| out.push(v as i64))
+    }
+
+    pub fn int32s(&self, out: &mut Vec<i32>) -> Result<(), Malformed> {
+        // int32 is a varint of the sign-extended value; protobuf truncates.
+        self.varints(|v| out.push(v as i32))
+    }
+
+    fn varints(&self, mut push: impl FnMut(u64)) -> Result<(), Malformed> {
+        self.each(|v| {
+            match v {
+                Value::Varint(x) => push(x),
+                Value::Len(mut p) => {
+                    while !p.is_empty() {
+                        let (x, used) = read_varint(p)?;
+                        push(x);
+                        p = &p[used..];
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+
+    pub fn floats(&self, out: &mut Vec<f32>) -> Result<(), Malformed> {
+        self.each(|v| {
+            match v {
+                Value::Fixed32(x) => out.push(f32::from_bits(x)),
+                Value::Len(p) => {
+                    packed_fixed(p, 4)?;
+                    out.extend(p.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())));
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+
+    pub fn doubles(&self, out: &mut Vec<f64>) -> Result<(), Malformed> {
+        self.each(|v| {
+            match v {
+                Value::Fixed64(x) => out.push(f64::from_bits(x)),
+                Value::Len(p) => {
+                    packed_fixed(p, 8)?;
+                    out.extend(p.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())));
+                }
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+
+    pub fn bytes(&self, out: &mut Vec<&'a [u8]>) -> Result<(), Malformed> {
+        self.each(|v| {
+            if let Value::Len(b) = v {
+                out.push(b);
+            }
+            Ok(())
+        })
+    }
+}
+
+fn packed_fixed(payload: &[u8], width: usize) -> Result<usize, Malformed> {
+    if payload.len() % width != 0 {
+        return Err(Malformed("packed fixed-width list with a partial value"));
+    }
+    Ok(payload.len() / width)
+}
+
+// --- encoding --------------------------------------------------------------
+
+/// A feature's values, for encoding.
+#[derive(Clone, Copy, Debug)]
+pub enum Values<'a> {
+    Bytes(&'a [&'a [u8]]),
+    Float(&'a [f32]),
+    Double(&'a [f64]),
+    Int32(&'a [i32]),
+    Int64(&'a [i64]),
+}
+
+impl Values<'_> {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Values::Bytes(_) => Kind::Bytes,
+            Values::Float(_) => Kind::Float,
+            Values::Double(_) => Kind::Double,
+            Values::Int32(_) => Kind::Int32,
+            Values::Int64(_) => Kind::Int64,
+        }
+    }
+
+    /// Bytes of the packed payload (not for bytes lists).
+    fn packed_len(&self) -> usize {
+        match self {
+            Values::Bytes(_) => 0,
+            Values::Float(v) => 4 * v.len(),
+            Values::Double(v) => 8 * v.len(),
+            Values::Int32(v) => v.iter().map(|&x| varint_len(i64::from(x) as u64)).sum(),
+            Values::Int64(v) => v.iter().map(|&x| varint_len(x as u64)).sum(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Values::Bytes(v) => v.is_empty(),
+            Values::Float(v) => v.is_empty(),
+            Values::Double(v) => v.is_empty(),
+            Values::Int32(v) => v.is_empty(),
+            Values::Int64(v) => v.is_empty(),
+        }
+    }
+
+    /// Size of the list message.
+    pub fn list_len(&self) -> usize {
+        match self {
+            Values::Bytes(v) => v.iter().map(|b| len_field_size(1, b.len())).sum(),
+            _ if self.is_empty() => 0,
+            _ => len_field_size(1, self.packed_len()),
+        }
+    }
+
+    pub fn put_list(&self, out: &mut Vec<u8>) {
+        match self {
+            Values::Bytes(v) => {
+                for b in v.iter() {
+                    put_len_header(out, 1, b.len());
+                    out.extend_from_slice(b);
+                }
+            }
+            _ if self.is_empty() => {}
+            _ => {
+                put_len_header(out, 1, self.packed_len());
+                match self {
+                    Values::Float(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+                    Values::Double(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+                    Values::Int32(v) => v.iter().for_each(|&x| put_varint(out, i64::from(x) as u64)),
+                    Values::Int64(v) => v.iter().for_each(|&x| put_varint(out, x as u64)),
+                    Values::Bytes(_) => unreachable!(),
+                }
+            }
+        }
+    }
+
+    /// Size of the Feature message holding these values.
+    pub fn feature_len(&self) -> usize {
+        len_field_size(1, self.list_len()) // every kind's field number fits one tag byte
+    }
+
+    pub fn put_feature(&self, out: &mut Vec<u8>, schema: Schema) -> Result<(), Malformed> {
+        let field = schema.field(self.kind()).ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
+        put_len_header(out, field, self.list_len());
+        self.put_list(out);
+        Ok(())
+    }
+}
+
+/// Size of the map entry `key -> feature` (feature `None`: a Feature with no kind).
+pub fn entry_len(key: &[u8], value: Option<&Values<'_>>) -> usize {
+    len_field_size(1, key.len()) + len_field_size(2, value.map_or(0, Values::feature_len))
+}
+
+/// Writes map entries (field 1) for features already sorted by key.
+pub fn put_feature_map(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema) -> Result<(), Malformed> {
+    for (key, value) in entries {
+        put_len_header(out, 1, entry_len(key, value.as_ref()));
+        put_len_header(out, 1, key.len());
+        out.extend_from_slice(key);
+        put_len_header(out, 2, value.as_ref().map_or(0, Values::feature_len));
+        if let Some(v) = value {
+            v.put_feature(out, schema)?;
+        }
+    }
+    Ok(())
+}
+
+/// Size of the map message `put_feature_map` writes.
+pub fn feature_map_len(entries: &[(&[u8], Option<Values<'_>>)]) -> usize {
+    entries.iter().map(|(k, v)| len_field_size(1, entry_len(k, v.as_ref()))).sum()
+}
+
+/// Writes an Example (`Example { features { feature: entries } }`), entries sorted by key.
+pub fn put_example(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)]) -> Result<(), Malformed> {
+    put_len_header(out, 1, feature_map_len(entries));
+    put_feature_map(out, entries, Schema::TensorFlow)
+}
+
+/// A feature list for encoding: its steps (`None`: a Feature with no kind).
+pub type Steps<'a> = Vec<Option<Values<'a>>>;
+
+fn feature_list_len(steps: &Steps<'_>) -> usize {
+    steps.iter().map(|s| len_field_size(1, s.as_ref().map_or(0, Values::feature_len))).sum()
+}
+
+/// Writes a SequenceExample with its `context` and `feature_lists`, both sorted by key.
+pub fn put_sequence_example(
+    out: &mut Vec<u8>,
+    context: &[(&[u8], Option<Values<'_>>)],
+    lists: &[(&[u8], Steps<'_>)],
+) -> Result<(), Malformed> {
+    put_example(out, context)?;
+    let entry_len = |key: &[u8], steps: &Steps<'_>| len_field_size(1, key.len()) + len_field_size(2, feature_list_len(steps));
+    let lists_len: usize = lists.iter().map(|(k, s)| len_field_size(1, entry_len(k, s))).sum();
+    put_len_header(out, 2, lists_len);
+    for (key, steps) in lists {
+        put_len_header(out, 1, entry_len(key, steps));
+        put_len_header(out, 1, key.len());
+        out.extend_from_slice(key);
+        put_len_header(out, 2, feature_list_len(steps));
+        for step in steps {
+            put_len_header(out, 1, step.as_ref().map_or(0, Values::feature_len));
+            if let Some(values) = step {
+                values.put_feature(out, Schema::TensorFlow)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(entries: &[(&[u8], Option<Values<'_>>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_len_header(&mut out, 1, feature_map_len(entries));
+        put_feature_map(&mut out, entries, Schema::TensorFlow).unwrap();
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Vec<(Vec<u8>, Option<Kind>, Vec<i64>)> {
+        let mut out = Vec::new();
+        for_each_example_entry(bytes, &mut |k, e| {
+            let f = entry_feature(e, Schema::TensorFlow).unwrap();
+            let mut v = Vec::new();
+            if f.kind == Some(Kind::Int64) {
+                f.int64s(&mut v).unwrap();
+            }
+            out.push((k.to_vec(), f.kind, v));
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn matches_protobuf_bytes() {
+        // Int64List holding -1: 0a0a ffffffffffffffffff01 (from TensorFlow's notes).
+        let mut list = Vec::new();
+        Values::Int64(&[-1]).put_list(&mut list);
+        assert_eq!(list, [0x0a, 0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        // Feature(float_list=[e]) = 12 06 0a 04 54f82d40.
+        let mut f = Vec::new();
+        Values::Float(&[std::f32::consts::E]).put_feature(&mut f, Schema::TensorFlow).unwrap();
+        assert_eq!(f, [0x12, 0x06, 0x0a, 0x04, 0x54, 0xf8, 0x2d, 0x40]);
+        // Feature(int64_list=Int64List()) = 1a 00.
+        let mut f = Vec::new();
+        Values::Int64(&[]).put_feature(&mut f, Schema::TensorFlow).unwrap();
+        assert_eq!(f, [0x1a, 0x00]);
+    }
+
+    #[test]
+    fn round_trips() {
+        let bytes = example(&[(b"a", Some(Values::Int64(&[1, -2, 300]))), (b"b", None)]);
+        assert_eq!(decode(&bytes), vec![(b"a".to_vec(), Some(Kind::Int64), vec![1, -2, 300]), (b"b".to_vec(), None, vec![])]);
+    }
+
+    #[test]
+    fn runs_concatenate_and_last_kind_wins() {
+        // int64_list with a packed run, an unpacked value and another packed run.
+        let list = [0x0a, 0x02, 0x01, 0x02, 0x08, 0x03, 0x0a, 0x01, 0x04];
+        let mut feature = vec![0x1a, list.len() as u8];
+        feature.extend(list);
+        let f = super::feature(&feature, Schema::TensorFlow).unwrap();
+        let mut v = Vec::new();
+        f.int64s(&mut v).unwrap();
+        assert_eq!((f.count().unwrap(), v), (4, vec![1, 2, 3, 4]));
+        // bytes_list, then int64_list [7]: the int64 list wins.
+        let two = [0x0a, 0x03, 0x0a, 0x01, b'x', 0x1a, 0x03, 0x0a, 0x01, 0x07];
+        let f = super::feature(&two, Schema::TensorFlow).unwrap();
+        assert_eq!(f.kind, Some(Kind::Int64));
+        // int64 [1], bytes [x], int64 [7]: only the last run counts.
+        let three = [0x1a, 0x03, 0x0a, 0x01, 0x01, 0x0a, 0x03, 0x0a, 0x01, b'x', 0x1a, 0x03, 0x0a, 0x01, 0x07];
+        let mut v = Vec::new();
+        super::feature(&three, Schema::TensorFlow).unwrap().int64s(&mut v).unwrap();
+        assert_eq!(v, vec![7]);
+    }
+
+    #[test]
+    fn last_duplicate_key_wins_and_unknown_fields_are_skipped() {
+        let mut bytes = example(&[(b"k", Some(Values::Int64(&[1])))]);
+        bytes.extend([0x10, 0x05]); // unknown varint field 2 at the top level
+        bytes.extend(example(&[(b"k", Some(Values::Int64(&[2])))]));
+        let decoded = decode(&bytes);
+        assert_eq!(decoded.last().unwrap().2, vec![2]);
+    }
+
+    #[test]
+    fn packed_floats_must_be_whole() {
+        let f = [0x12, 0x05, 0x0a, 0x03, 0, 0, 0];
+        let feature = super::feature(&f, Schema::TensorFlow).unwrap();
+        assert!(feature.floats(&mut Vec::new()).is_err());
+    }
+}

@@ -1,0 +1,405 @@
+//! The wire codec and column parser as Python functions.
+
+use std::collections::HashMap;
+
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::columns::{parse_examples, parse_sequence_examples, Buffer, Column, DType, Request, SequenceColumn};
+use crate::error::Error;
+use crate::example::{
+    entry_feature, feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, for_each_step,
+    put_example, put_feature_map, put_sequence_example, Feature, Kind, Schema, Steps, Values,
+};
+use crate::py::files::Payload;
+use crate::wire::Malformed;
+
+fn schema(name: &str) -> PyResult<Schema> {
+    match name {
+        "tensorflow" => Ok(Schema::TensorFlow),
+        "oneflow" => Ok(Schema::OneFlow),
+        _ => Err(PyValueError::new_err(format!("unknown schema {name:?}"))),
+    }
+}
+
+fn dtype(name: &str) -> PyResult<DType> {
+    match name {
+        "int64" => Ok(DType::Int64),
+        "float32" => Ok(DType::Float32),
+        "string" => Ok(DType::Bytes),
+        _ => Err(PyValueError::new_err(format!("unknown dtype {name:?}"))),
+    }
+}
+
+pub fn requests(specs: Vec<(String, String)>) -> PyResult<Vec<Request>> {
+    specs.into_iter().map(|(key, d)| Ok(Request { key: key.into_bytes(), dtype: dtype(&d)? })).collect()
+}
+
+fn kind_by_name(name: &str) -> PyResult<Kind> {
+    Ok(match name {
+        "bytes_list" => Kind::Bytes,
+        "float_list" => Kind::Float,
+        "double_list" => Kind::Double,
+        "int32_list" => Kind::Int32,
+        "int64_list" => Kind::Int64,
+        _ => return Err(PyValueError::new_err(format!("unknown feature kind {name:?}"))),
+    })
+}
+
+fn malformed(m: Malformed) -> PyErr {
+    Error::Parse(crate::columns::ParseFailure::Malformed { index: 0, key: None, what: m.0 }).into()
+}
+
+fn bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Bound<'py, PyAny> {
+    let objects: Vec<Py<PyAny>> = values.iter().map(|b| PyBytes::new(py, b).into_any().unbind()).collect();
+    PyArray1::from_vec(py, objects).into_any()
+}
+
+fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
+    match buffer {
+        Buffer::Int64(v) => v.into_pyarray(py).into_any().unbind(),
+        Buffer::Float32(v) => v.into_pyarray(py).into_any().unbind(),
+        Buffer::Bytes(v) => bytes_array(py, &v).unbind(),
+    }
+}
+
+pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>) -> Vec<(Py<PyAny>, Py<PyAny>)> {
+    columns
+        .into_iter()
+        .map(|c| (buffer_to_py(py, c.values), c.counts.into_pyarray(py).into_any().unbind()))
+        .collect()
+}
+
+fn sequence_columns_to_py(py: Python<'_>, columns: Vec<SequenceColumn<'_>>) -> Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    columns
+        .into_iter()
+        .map(|c| {
+            (
+                buffer_to_py(py, c.values),
+                c.step_counts.into_pyarray(py).into_any().unbind(),
+                c.steps.into_pyarray(py).into_any().unbind(),
+            )
+        })
+        .collect()
+}
+
+fn payloads(records: &Bound<'_, PyAny>) -> PyResult<Vec<Payload>> {
+    records.try_iter()?.map(|r| Payload::extract(&r?)).collect()
+}
+
+/// Parses serialized Examples into columns: for each `(key, dtype)` request,
+/// `(values, counts)` with counts -1 where a record lacks the feature.
+#[pyfunction]
+pub fn parse_example_columns(
+    py: Python<'_>,
+    records: &Bound<'_, PyAny>,
+    requests: Vec<(String, String)>,
+) -> PyResult<Vec<(Py<PyAny>, Py<PyAny>)>> {
+    let payloads = payloads(records)?;
+    let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
+    let requests = self::requests(requests)?;
+    let columns = py.detach(|| parse_examples(&slices, &requests)).map_err(Error::from)?;
+    Ok(columns_to_py(py, columns))
+}
+
+/// Parses serialized SequenceExamples: context columns as `parse_example_columns`,
+/// feature-list columns as `(values, step_counts, steps)` with steps -1 where absent.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub fn parse_sequence_columns(
+    py: Python<'_>,
+    records: &Bound<'_, PyAny>,
+    context: Vec<(String, String)>,
+    lists: Vec<(String, String)>,
+) -> PyResult<(Vec<(Py<PyAny>, Py<PyAny>)>, Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>)> {
+    let payloads = payloads(records)?;
+    let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
+    let (context, lists) = (requests(context)?, requests(lists)?);
+    let (c, l) = py.detach(|| parse_sequence_examples(&slices, &context, &lists)).map_err(Error::from)?;
+    Ok((columns_to_py(py, c), sequence_columns_to_py(py, l)))
+}
+
+/// `(kind name or None, values)` for one Feature: NumPy arrays for numbers, a list of bytes for bytes.
+fn feature_to_py<'py>(py: Python<'py>, f: &Feature<'_>) -> PyResult<Bound<'py, PyTuple>> {
+    let values: Bound<'py, PyAny> = match f.kind {
+        None => PyList::empty(py).into_any(),
+        Some(Kind::Bytes) => {
+            let mut v = Vec::new();
+            f.bytes(&mut v).map_err(malformed)?;
+            PyList::new(py, v.iter().map(|b| PyBytes::new(py, b)))?.into_any()
+        }
+        Some(Kind::Int64) => {
+            let mut v = Vec::new();
+            f.int64s(&mut v).map_err(malformed)?;
+            v.into_pyarray(py).into_any()
+        }
+        Some(Kind::Float) => {
+            let mut v = Vec::new();
+            f.floats(&mut v).map_err(malformed)?;
+            v.into_pyarray(py).into_any()
+        }
+        Some(Kind::Double) => {
+            let mut v = Vec::new();
+            f.doubles(&mut v).map_err(malformed)?;
+            v.into_pyarray(py).into_any()
+        }
+        Some(Kind::Int32) => {
+            let mut v = Vec::new();
+            f.int32s(&mut v).map_err(malformed)?;
+            v.into_pyarray(py).into_any()
+        }
+    };
+    PyTuple::new(py, [f.kind.map(Kind::list_name).into_pyobject(py)?.into_any(), values])
+}
+
+fn utf8_key(key: &[u8]) -> PyResult<&str> {
+    std::str::from_utf8(key).map_err(|_| {
+        Error::Parse(crate::columns::ParseFailure::Malformed { index: 0, key: Some(key.to_vec()), what: "a feature name is not valid UTF-8" })
+            .into()
+    })
+}
+
+/// `dedup` for entries already collected.
+fn dedup<'a>(entries: Vec<(&'a [u8], &'a [u8])>) -> Vec<(&'a [u8], &'a [u8])> {
+    let mut order: Vec<(&'a [u8], &'a [u8])> = Vec::new();
+    let mut seen: HashMap<&'a [u8], usize> = HashMap::new();
+    for (key, entry) in entries {
+        match seen.get(key) {
+            Some(&i) => order[i].1 = entry,
+            None => {
+                seen.insert(key, order.len());
+                order.push((key, entry));
+            }
+        }
+    }
+    order
+}
+
+/// Keeps the last entry of each key, in order of first appearance.
+fn last_entries<'a>(visit: impl FnOnce(&mut dyn FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed>) -> PyResult<Vec<(&'a [u8], &'a [u8])>> {
+    let mut all = Vec::new();
+    visit(&mut |key, entry| all.push((key, entry))).map_err(malformed)?;
+    Ok(dedup(all))
+}
+
+/// Decodes a feature map: an Example's (`container="example"`) or a bare
+/// `map<string, Feature>` message such as an OFRecord (`container="map"`).
+/// Returns `{name: (kind name or None, values)}`.
+#[pyfunction]
+#[pyo3(signature = (data, schema = "tensorflow", container = "example"))]
+pub fn decode_features<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, schema: &str, container: &str) -> PyResult<Bound<'py, PyDict>> {
+    let payload = Payload::extract(data)?;
+    let schema = self::schema(schema)?;
+    let entries = match container {
+        "example" => last_entries(|f| for_each_example_entry(&payload, &mut |k, e| f(k, e)))?,
+        "map" => last_entries(|f| for_each_entry(&payload, &mut |k, e| f(k, e)))?,
+        _ => return Err(PyValueError::new_err(format!("unknown container {container:?}"))),
+    };
+    let out = PyDict::new(py);
+    for (key, entry) in entries {
+        let f = entry_feature(entry, schema).map_err(malformed)?;
+        out.set_item(utf8_key(key)?, feature_to_py(py, &f)?)?;
+    }
+    Ok(out)
+}
+
+/// Decodes a SequenceExample: `(context, feature_lists)` where context is as
+/// `decode_features` and feature_lists maps names to lists of steps.
+#[pyfunction]
+pub fn decode_sequence<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+    let payload = Payload::extract(data)?;
+    let mut context = Vec::new();
+    let mut lists = Vec::new();
+    for_each_sequence_entry(&payload, &mut |k, e| context.push((k, e)), &mut |k, e| lists.push((k, e))).map_err(malformed)?;
+    let context_out = PyDict::new(py);
+    for (key, entry) in dedup(context) {
+        let f = entry_feature(entry, Schema::TensorFlow).map_err(malformed)?;
+        context_out.set_item(utf8_key(key)?, feature_to_py(py, &f)?)?;
+    }
+    let lists_out = PyDict::new(py);
+    for (key, entry) in dedup(lists) {
+        let steps = PyList::empty(py);
+        let mut failure = None;
+        for_each_step(entry, &mut |message| {
+            match feature(message, Schema::TensorFlow).map_err(malformed).and_then(|f| feature_to_py(py, &f)) {
+                Ok(step) => steps.append(step).map_err(|_| Malformed("append failed"))?,
+                Err(e) => failure = Some(e),
+            }
+            Ok(())
+        })
+        .map_err(malformed)?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        lists_out.set_item(utf8_key(key)?, steps)?;
+    }
+    Ok((context_out, lists_out))
+}
+
+/// Values for encoding, borrowed from Python objects (NumPy arrays of the
+/// kind's dtype, or a list of bytes).
+pub enum Held<'py> {
+    Bytes(Vec<PyBackedBytes>),
+    Float(PyReadonlyArray1<'py, f32>),
+    Double(PyReadonlyArray1<'py, f64>),
+    Int32(PyReadonlyArray1<'py, i32>),
+    Int64(PyReadonlyArray1<'py, i64>),
+}
+
+impl<'py> Held<'py> {
+    pub fn extract(kind: &str, values: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
+        let wrong = |e: PyErr| PyTypeError::new_err(format!("values for a {kind} must be a contiguous array of its dtype: {e}"));
+        Ok(match kind_by_name(kind)? {
+            Kind::Bytes => Held::Bytes(values.try_iter()?.map(|v| v?.extract::<PyBackedBytes>().map_err(Into::into)).collect::<PyResult<_>>()?),
+            Kind::Float => Held::Float(values.extract().map_err(wrong)?),
+            Kind::Double => Held::Double(values.extract().map_err(wrong)?),
+            Kind::Int32 => Held::Int32(values.extract().map_err(wrong)?),
+            Kind::Int64 => Held::Int64(values.extract().map_err(wrong)?),
+        })
+    }
+
+    /// Plain slices: these can cross into code that runs without the GIL.
+    pub fn slices(&self) -> PyResult<Flat<'_>> {
+        let not_contiguous = |_| PyValueError::new_err("values must be a contiguous array");
+        Ok(match self {
+            Held::Bytes(v) => Flat::Bytes(v.iter().map(|b| &**b).collect()),
+            Held::Float(a) => Flat::Float(a.as_slice().map_err(not_contiguous)?),
+            Held::Double(a) => Flat::Double(a.as_slice().map_err(not_contiguous)?),
+            Held::Int32(a) => Flat::Int32(a.as_slice().map_err(not_contiguous)?),
+            Held::Int64(a) => Flat::Int64(a.as_slice().map_err(not_contiguous)?),
+        })
+    }
+}
+
+/// A feature's flat values as plain slices.
+pub enum Flat<'a> {
+    Bytes(Vec<&'a [u8]>),
+    Float(&'a [f32]),
+    Double(&'a [f64]),
+    Int32(&'a [i32]),
+    Int64(&'a [i64]),
+}
+
+impl Flat<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Flat::Bytes(v) => v.len(),
+            Flat::Float(v) => v.len(),
+            Flat::Double(v) => v.len(),
+            Flat::Int32(v) => v.len(),
+            Flat::Int64(v) => v.len(),
+        }
+    }
+
+    /// Values `start..end` for encoding.
+    pub fn range(&self, start: usize, end: usize) -> Values<'_> {
+        match self {
+            Flat::Bytes(v) => Values::Bytes(&v[start..end]),
+            Flat::Float(v) => Values::Float(&v[start..end]),
+            Flat::Double(v) => Values::Double(&v[start..end]),
+            Flat::Int32(v) => Values::Int32(&v[start..end]),
+            Flat::Int64(v) => Values::Int64(&v[start..end]),
+        }
+    }
+
+    pub fn all(&self) -> Values<'_> {
+        self.range(0, self.len())
+    }
+}
+
+type Entry<'py> = (Vec<u8>, Option<Held<'py>>);
+
+fn held_entries<'py>(entries: &Bound<'py, PyAny>) -> PyResult<Vec<Entry<'py>>> {
+    let mut out: Vec<Entry<'py>> = Vec::new();
+    for item in entries.try_iter()? {
+        let (key, kind, values): (String, Option<String>, Bound<'py, PyAny>) = item?.extract()?;
+        let held = match kind {
+            Some(kind) => Some(Held::extract(&kind, &values)?),
+            None => None,
+        };
+        out.push((key.into_bytes(), held));
+    }
+    // Deterministic serialization: map keys sorted byte-wise.
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Encodes `[(name, kind name or None, values)]` as an Example
+/// (`container="example"`) or a bare feature map such as an OFRecord (`"map"`).
+#[pyfunction]
+#[pyo3(signature = (entries, schema = "tensorflow", container = "example"))]
+pub fn encode_features<'py>(py: Python<'py>, entries: &Bound<'py, PyAny>, schema: &str, container: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let schema = self::schema(schema)?;
+    let held = held_entries(entries)?;
+    let flats: Vec<(&[u8], Option<Flat<'_>>)> =
+        held.iter().map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?))).collect::<PyResult<_>>()?;
+    let values: Vec<(&[u8], Option<Values<'_>>)> = flats.iter().map(|(k, f)| (*k, f.as_ref().map(Flat::all))).collect();
+    let mut out = Vec::new();
+    match container {
+        "example" if schema == Schema::TensorFlow => put_example(&mut out, &values),
+        "map" => put_feature_map(&mut out, &values, schema),
+        _ => return Err(PyValueError::new_err(format!("cannot encode container {container:?} with this schema"))),
+    }
+    .map_err(|m| PyValueError::new_err(m.0))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Encodes a SequenceExample from context entries (as `encode_features`) and
+/// `[(name, [(kind name or None, values), ...])]` feature lists.
+#[pyfunction]
+pub fn encode_sequence<'py>(py: Python<'py>, context: &Bound<'py, PyAny>, lists: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let context = held_entries(context)?;
+    let mut held_lists: Vec<(Vec<u8>, Vec<Option<Held<'py>>>)> = Vec::new();
+    for item in lists.try_iter()? {
+        let (key, steps): (String, Bound<'py, PyAny>) = item?.extract()?;
+        let mut held = Vec::new();
+        for step in steps.try_iter()? {
+            let (kind, values): (Option<String>, Bound<'py, PyAny>) = step?.extract()?;
+            held.push(kind.map(|k| Held::extract(&k, &values)).transpose()?);
+        }
+        held_lists.push((key.into_bytes(), held));
+    }
+    held_lists.sort_by(|a, b| a.0.cmp(&b.0));
+    let context_flats: Vec<(&[u8], Option<Flat<'_>>)> =
+        context.iter().map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?))).collect::<PyResult<_>>()?;
+    let context_values: Vec<(&[u8], Option<Values<'_>>)> = context_flats.iter().map(|(k, f)| (*k, f.as_ref().map(Flat::all))).collect();
+    let list_flats: Vec<(&[u8], Vec<Option<Flat<'_>>>)> = held_lists
+        .iter()
+        .map(|(k, steps)| Ok((k.as_slice(), steps.iter().map(|h| h.as_ref().map(Held::slices).transpose()).collect::<PyResult<_>>()?)))
+        .collect::<PyResult<_>>()?;
+    let list_values: Vec<(&[u8], Steps<'_>)> =
+        list_flats.iter().map(|(k, steps)| (*k, steps.iter().map(|f| f.as_ref().map(Flat::all)).collect())).collect();
+    let mut out = Vec::new();
+    put_sequence_example(&mut out, &context_values, &list_values).map_err(|m| PyValueError::new_err(m.0))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// One column of a batch for `RecordWriter.write_columns`: row `r` holds
+/// `values[splits[r]..splits[r + 1]]`, and is left out where `present[r]` is false.
+pub struct ColumnSource<'a> {
+    pub key: &'a [u8],
+    pub values: Flat<'a>,
+    pub splits: &'a [i64],
+    pub present: Option<&'a [bool]>,
+}
+
+impl ColumnSource<'_> {
+    /// Checks the splits so that slicing by them cannot fail.
+    pub fn check(&self, rows: usize) -> PyResult<()> {
+        let name = String::from_utf8_lossy(self.key);
+        let s = self.splits;
+        if s.len() != rows + 1 || s[0] != 0 || s[rows] as usize != self.values.len() || s.windows(2).any(|w| w[1] < w[0]) {
+            return Err(PyValueError::new_err(format!(
+                "column {name:?}: row splits must rise from 0 to the number of values ({}) over {rows} rows",
+                self.values.len()
+            )));
+        }
+        if self.present.is_some_and(|p| p.len() != rows) {
+            return Err(PyValueError::new_err(format!("column {name:?}: the presence mask must have {rows} entries")));
+        }
+        Ok(())
+    }
+}

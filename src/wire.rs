@@ -1,0 +1,191 @@
+//! The protobuf wire format: reading fields one at a time, as protobuf does
+//! (unknown fields, groups included, are skipped), and writing the pieces.
+
+/// Bytes that are not valid protobuf.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Malformed(pub &'static str);
+
+/// One field's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    Len(&'a [u8]),
+    Fixed32(u32),
+    /// A (deprecated) group, skipped whole.
+    Group,
+}
+
+/// Reads fields from a message.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    #[inline]
+    pub fn varint(&mut self) -> Result<u64, Malformed> {
+        let (value, used) = read_varint(&self.buf[self.pos..])?;
+        self.pos += used;
+        Ok(value)
+    }
+
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
+        if n > self.buf.len() - self.pos {
+            return Err(Malformed("a field runs past the end of its message"));
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    /// The next field as (field number, value), or `None` at the end.
+    #[inline]
+    pub fn field(&mut self) -> Result<Option<(u32, Value<'a>)>, Malformed> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let key = self.varint()?;
+        let number = key >> 3;
+        if number == 0 || number > u64::from(u32::MAX >> 3) {
+            return Err(Malformed("invalid field number"));
+        }
+        let value = match key & 7 {
+            0 => Value::Varint(self.varint()?),
+            1 => Value::Fixed64(u64::from_le_bytes(self.take(8)?.try_into().unwrap())),
+            2 => {
+                let len = self.varint()?;
+                let len = usize::try_from(len).map_err(|_| Malformed("length too large"))?;
+                Value::Len(self.take(len)?)
+            }
+            3 => {
+                self.skip_group(number)?;
+                Value::Group
+            }
+            5 => Value::Fixed32(u32::from_le_bytes(self.take(4)?.try_into().unwrap())),
+            _ => return Err(Malformed("invalid wire type")),
+        };
+        Ok(Some((number as u32, value)))
+    }
+
+    fn skip_group(&mut self, number: u64) -> Result<(), Malformed> {
+        loop {
+            if self.is_empty() {
+                return Err(Malformed("unterminated group"));
+            }
+            let key = self.varint()?;
+            match key & 7 {
+                4 if key >> 3 == number => return Ok(()),
+                4 => return Err(Malformed("mismatched end of group")),
+                0 => drop(self.varint()?),
+                1 => drop(self.take(8)?),
+                2 => {
+                    let len = usize::try_from(self.varint()?).map_err(|_| Malformed("length too large"))?;
+                    self.take(len)?;
+                }
+                3 => self.skip_group(key >> 3)?,
+                5 => drop(self.take(4)?),
+                _ => return Err(Malformed("invalid wire type")),
+            }
+        }
+    }
+}
+
+/// Decodes a varint at the start of `buf`: (value, bytes used).
+#[inline]
+pub fn read_varint(buf: &[u8]) -> Result<(u64, usize), Malformed> {
+    if let Some(&b) = buf.first() {
+        if b < 0x80 {
+            return Ok((u64::from(b), 1));
+        }
+    }
+    let mut value = 0u64;
+    for (i, &b) in buf.iter().take(10).enumerate() {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Ok((value, i + 1));
+        }
+    }
+    Err(if buf.len() < 10 { Malformed("truncated varint") } else { Malformed("varint longer than 10 bytes") })
+}
+
+/// Counts the varints in a packed run (each ends with a byte below 0x80).
+pub fn count_varints(packed: &[u8]) -> Result<usize, Malformed> {
+    if packed.last().is_some_and(|&b| b >= 0x80) {
+        return Err(Malformed("truncated varint"));
+    }
+    Ok(packed.iter().filter(|&&b| b < 0x80).count())
+}
+
+#[inline]
+pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+#[inline]
+pub fn varint_len(value: u64) -> usize {
+    // 1 byte per 7 bits; zero still takes a byte.
+    ((64 - (value | 1).leading_zeros() as usize) + 6) / 7
+}
+
+/// Writes a LEN field's tag and length (the caller writes the payload).
+#[inline]
+pub fn put_len_header(out: &mut Vec<u8>, field: u32, len: usize) {
+    put_varint(out, u64::from(field << 3 | 2));
+    put_varint(out, len as u64);
+}
+
+/// Size of a LEN field holding `len` bytes.
+#[inline]
+pub fn len_field_size(field: u32, len: usize) -> usize {
+    varint_len(u64::from(field << 3 | 2)) + varint_len(len as u64) + len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_round_trip() {
+        for v in [0u64, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX, (-1i64) as u64] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
+            assert_eq!(read_varint(&out).unwrap(), (v, out.len()));
+        }
+        let mut minus_one = Vec::new();
+        put_varint(&mut minus_one, (-1i64) as u64);
+        assert_eq!(minus_one, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert!(read_varint(&[0x80; 11]).is_err());
+        assert!(read_varint(&[0x80]).is_err());
+        assert!(Reader::new(&[0x0a, 0x05, 1]).field().is_err());
+        assert!(Reader::new(&[0x0f]).field().is_err()); // wire type 7
+    }
+
+    #[test]
+    fn skips_groups() {
+        // field 2 group { field 1 varint 5 } then field 3 varint 7
+        let msg = [0x13, 0x08, 0x05, 0x14, 0x18, 0x07];
+        let mut r = Reader::new(&msg);
+        assert_eq!(r.field().unwrap(), Some((2, Value::Group)));
+        assert_eq!(r.field().unwrap(), Some((3, Value::Varint(7))));
+        assert_eq!(r.field().unwrap(), None);
+    }
+}
