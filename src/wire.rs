@@ -138,7 +138,7 @@ pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
 #[inline]
 pub fn varint_len(value: u64) -> usize {
     // 1 byte per 7 bits; zero still takes a byte.
-    ((64 - (value | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 /// Writes a LEN field's tag and length (the caller writes the payload).
