@@ -170,6 +170,11 @@ pub fn feature(message: &[u8], schema: Schema) -> Result<Feature<'_>, Malformed>
     decode_feature(std::iter::once(message), schema)
 }
 
+/// A list message (`Int64List`, ...) read as the given kind.
+pub fn list(message: &[u8], kind: Kind) -> Feature<'_> {
+    Feature { kind: Some(kind), first: message, more: Vec::new() }
+}
+
 fn decode_feature<'a>(chunks: impl Iterator<Item = &'a [u8]>, schema: Schema) -> Result<Feature<'a>, Malformed> {
     // The oneof keeps the last kind set; consecutive fields of that kind at the
     // end merge (their lists concatenate); earlier ones were cleared.

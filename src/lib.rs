@@ -21,7 +21,10 @@ mod _native {
     use crate::py::records::{PyRecordScanner, PyRecordWriter};
 
     #[pymodule_export]
-    use crate::py::codec::{decode_features, decode_sequence, encode_features, encode_sequence, parse_example_columns, parse_sequence_columns};
+    use crate::py::codec::{
+        decode_feature, decode_features, decode_list, decode_sequence, encode_feature, encode_features, encode_list, encode_sequence,
+        parse_example_columns, parse_sequence_columns,
+    };
 
     use pyo3::prelude::*;
 

@@ -10,8 +10,22 @@ checksums and compression run in Rust with the GIL released.
 [b'hello']
 """
 
+from recordkit import ofrecord, train
 from recordkit._native import __version__
 from recordkit.arrays import RaggedArray, SparseArray
+from recordkit.codec import (
+    bytes_feature,
+    decode_example,
+    decode_ofrecord,
+    decode_sequence_example,
+    double_feature,
+    encode_example,
+    encode_ofrecord,
+    encode_sequence_example,
+    float_feature,
+    int32_feature,
+    int64_feature,
+)
 from recordkit.errors import DataLossError, DataLossWarning, ParseError, RecordkitError
 from recordkit.features import (
     FixedLenFeature,
@@ -40,6 +54,19 @@ from recordkit.records import (
 
 __all__ = [
     "__version__",
+    "train",
+    "ofrecord",
+    "int64_feature",
+    "float_feature",
+    "bytes_feature",
+    "double_feature",
+    "int32_feature",
+    "encode_example",
+    "decode_example",
+    "encode_sequence_example",
+    "decode_sequence_example",
+    "encode_ofrecord",
+    "decode_ofrecord",
     "RecordkitError",
     "DataLossError",
     "DataLossWarning",

@@ -239,6 +239,45 @@ pub fn decode_sequence<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResu
     Ok((context_out, lists_out))
 }
 
+/// Decodes one Feature message: `(kind name or None, values)`.
+#[pyfunction]
+#[pyo3(signature = (data, schema = "tensorflow"))]
+pub fn decode_feature<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, schema: &str) -> PyResult<Bound<'py, PyTuple>> {
+    let payload = Payload::extract(data)?;
+    let f = feature(&payload, self::schema(schema)?).map_err(malformed)?;
+    feature_to_py(py, &f)
+}
+
+/// Decodes one list message (`Int64List`, ...) of the given kind: its values.
+#[pyfunction]
+pub fn decode_list<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
+    let payload = Payload::extract(data)?;
+    let f = crate::example::list(&payload, kind_by_name(kind)?);
+    f.count().map_err(malformed)?;
+    feature_to_py(py, &f)?.get_item(1)
+}
+
+/// Encodes one Feature message (`kind=None`: a Feature with no kind, b"").
+#[pyfunction]
+#[pyo3(signature = (kind, values, schema = "tensorflow"))]
+pub fn encode_feature<'py>(py: Python<'py>, kind: Option<&str>, values: &Bound<'py, PyAny>, schema: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let mut out = Vec::new();
+    if let Some(kind) = kind {
+        let held = Held::extract(kind, values)?;
+        held.slices()?.all().put_feature(&mut out, self::schema(schema)?).map_err(|m| PyValueError::new_err(m.0))?;
+    }
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Encodes one list message (`Int64List`, ...).
+#[pyfunction]
+pub fn encode_list<'py>(py: Python<'py>, kind: &str, values: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let held = Held::extract(kind, values)?;
+    let mut out = Vec::new();
+    held.slices()?.all().put_list(&mut out);
+    Ok(PyBytes::new(py, &out))
+}
+
 /// Values for encoding, borrowed from Python objects (NumPy arrays of the
 /// kind's dtype, or a list of bytes).
 pub enum Held<'py> {

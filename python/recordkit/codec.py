@@ -1,0 +1,297 @@
+"""The dict codec and the tutorial's helpers: Python values in, serialized messages out, and back.
+
+Values are Python scalars, lists, NumPy arrays (flattened row-major), bytes
+and str (UTF-8). What kind of list a value becomes follows from its type:
+
+- ``bytes``/``str`` -> ``bytes_list``; ``bool``/ints -> ``int64_list`` (bools as 0/1);
+  floats -> ``float_list`` (float32, as TensorFlow stores them);
+- for OFRecord, the NumPy dtype decides among all five kinds: ``int32``,
+  ``int64``, ``float32``, ``float64`` (Python floats) and bytes.
+
+A value that cannot be stored raises ``TypeError`` naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from recordkit import _native, ofrecord, train
+
+__all__ = [
+    "int64_feature",
+    "float_feature",
+    "bytes_feature",
+    "double_feature",
+    "int32_feature",
+    "encode_example",
+    "decode_example",
+    "encode_sequence_example",
+    "decode_sequence_example",
+    "encode_ofrecord",
+    "decode_ofrecord",
+]
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _unwrap(value: Any) -> Any:
+    """Tensors (TensorFlow's, torch's, JAX's) as NumPy: anything with ``.numpy()``."""
+    numpy = getattr(value, "numpy", None)
+    if callable(numpy) and not isinstance(value, np.ndarray):
+        return numpy()
+    return value
+
+
+def _flat(value: Any) -> list | np.ndarray:
+    """A scalar or a (nested) sequence as a flat array or list."""
+    value = _unwrap(value)
+    if isinstance(value, np.ndarray):
+        return value.reshape(-1)
+    if isinstance(value, (bytes, str, np.bytes_, np.str_, bool, int, float, np.generic)):
+        return [value]
+    if isinstance(value, (bytearray, memoryview)):
+        return [bytes(value)]
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(f"cannot store {value!r} ({type(value).__name__}) in a feature") from None
+    if any(isinstance(v, (list, tuple, np.ndarray)) for v in items):
+        array = np.asarray(items)
+        if array.dtype == object:
+            raise TypeError(f"cannot store the ragged nested list {value!r} in one feature; flatten it first")
+        return array.reshape(-1)
+    return items
+
+
+def _is_bytes(v: Any) -> bool:
+    return isinstance(v, (bytes, str, np.bytes_, np.str_, bytearray))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (bool, int, np.bool_, np.integer))
+
+
+def _is_float(v: Any) -> bool:
+    return isinstance(v, (float, np.floating))
+
+
+def _as_bytes(values: Iterable[Any]) -> list[bytes]:
+    return [v.encode() if isinstance(v, (str, np.str_)) else bytes(v) for v in values]
+
+
+def _int64_array(values: Any, helper: str) -> np.ndarray:
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind == "b":
+            return values.astype(np.int64)
+        if values.dtype.kind in "iu":
+            if values.dtype == np.uint64 and values.size and values.max() > _INT64.max:
+                raise ValueError(f"Value out of range: {values.max()} does not fit an int64 ({helper})")
+            return values.astype(np.int64)
+        raise TypeError(f"{helper} takes integers, not an array of {values.dtype}; use {_helper_for(values)}")
+    for v in values:
+        if not _is_int(v):
+            raise TypeError(f"{helper} takes integers, not {v!r} ({type(v).__name__}); use {_helper_for(v)}")
+        if not _INT64.min <= int(v) <= _INT64.max:
+            raise ValueError(f"Value out of range: {v} does not fit an int64 ({helper})")
+    return np.array([int(v) for v in values], dtype=np.int64)
+
+
+def _float_array(values: Any, helper: str, dtype: Any = np.float32) -> np.ndarray:
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind in "biuf":
+            with np.errstate(over="ignore"):
+                return values.astype(dtype)
+        raise TypeError(f"{helper} takes numbers, not an array of {values.dtype}; use {_helper_for(values)}")
+    for v in values:
+        if not (_is_int(v) or _is_float(v)):
+            raise TypeError(f"{helper} takes numbers, not {v!r} ({type(v).__name__}); use {_helper_for(v)}")
+    with np.errstate(over="ignore"):
+        return np.array([float(v) for v in values], dtype=dtype)
+
+
+def _bytes_list(values: Any, helper: str) -> list[bytes]:
+    if isinstance(values, np.ndarray) and values.dtype.kind not in "OSU":
+        raise TypeError(f"{helper} takes bytes or str, not an array of {values.dtype}; use {_helper_for(values)}")
+    for v in values:
+        if not _is_bytes(v):
+            raise TypeError(f"{helper} takes bytes or str, not {v!r} ({type(v).__name__}); use {_helper_for(v)}")
+    return _as_bytes(values)
+
+
+def _helper_for(value: Any) -> str:
+    dtype = value.dtype if isinstance(value, np.ndarray) else None
+    if (dtype is not None and dtype.kind == "f") or _is_float(value):
+        return "float_feature"
+    if (dtype is not None and dtype.kind in "biu") or _is_int(value):
+        return "int64_feature"
+    if (dtype is not None and dtype.kind in "OSU") or _is_bytes(value):
+        return "bytes_feature"
+    return "a helper that matches the value"
+
+
+def int64_feature(value: Any) -> train.Feature:
+    """A ``Feature`` with an ``int64_list``: ints, bools (as 0/1), or a list/array of them."""
+    return train.Feature(int64_list=train.Int64List(value=_int64_array(_flat(value), "int64_feature")))
+
+
+def float_feature(value: Any) -> train.Feature:
+    """A ``Feature`` with a ``float_list`` (float32): numbers, or a list/array of them."""
+    return train.Feature(float_list=train.FloatList(value=_float_array(_flat(value), "float_feature")))
+
+
+def bytes_feature(value: Any) -> train.Feature:
+    """A ``Feature`` with a ``bytes_list``: bytes, str (as UTF-8), or a list of them."""
+    return train.Feature(bytes_list=train.BytesList(value=_bytes_list(_flat(value), "bytes_feature")))
+
+
+def double_feature(value: Any) -> ofrecord.Feature:
+    """An OFRecord ``Feature`` with a ``double_list`` (float64)."""
+    return ofrecord.Feature(double_list=ofrecord.DoubleList(value=_float_array(_flat(value), "double_feature", np.float64)))
+
+
+def int32_feature(value: Any) -> ofrecord.Feature:
+    """An OFRecord ``Feature`` with an ``int32_list``."""
+    array = _int64_array(_flat(value), "int32_feature")
+    if array.size and (array.min() < -(1 << 31) or array.max() >= 1 << 31):
+        raise ValueError(f"Value out of range: {array[(array < -(1 << 31)) | (array >= 1 << 31)][0]} does not fit an int32")
+    return ofrecord.Feature(int32_list=ofrecord.Int32List(value=array.astype(np.int32)))
+
+
+def _tf_entry(key: str, value: Any) -> tuple[str, str | None, Any]:
+    """``(key, kind, values)`` for ``encode_features`` from a Python value."""
+    if isinstance(value, train.Feature):
+        return (key, *value.kind_and_values)
+    flat = _flat(value)
+    if isinstance(flat, np.ndarray):
+        kind = flat.dtype.kind
+        if kind in "OSU":
+            return key, "bytes_list", _bytes_list(flat, f"feature {key!r}")
+        if kind in "biu":
+            return key, "int64_list", _int64_array(flat, f"feature {key!r}")
+        if kind == "f":
+            return key, "float_list", _float_array(flat, f"feature {key!r}")
+        raise TypeError(f"feature {key!r}: cannot store an array of {flat.dtype}")
+    if not flat:
+        raise ValueError(
+            f"feature {key!r}: an empty list has no kind; pass a typed empty array "
+            "(np.array([], np.int64), np.array([], np.float32), np.array([], object)) or a Feature"
+        )
+    if all(_is_bytes(v) for v in flat):
+        return key, "bytes_list", _as_bytes(flat)
+    if all(_is_int(v) for v in flat):
+        return key, "int64_list", _int64_array(flat, f"feature {key!r}")
+    if all(_is_int(v) or _is_float(v) for v in flat):
+        return key, "float_list", _float_array(flat, f"feature {key!r}")
+    raise TypeError(f"feature {key!r}: cannot mix {sorted({type(v).__name__ for v in flat})} in one list")
+
+
+def _entries(mapping: Mapping[str, Any], entry: Any) -> list:
+    out = []
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise TypeError(f"feature names are str, not {type(key).__name__} ({key!r})")
+        if value is not None:
+            out.append(entry(key, value))
+    return out
+
+
+def encode_example(mapping: Mapping[str, Any]) -> bytes:
+    """A serialized ``tf.train.Example`` from ``{name: value}`` (None values are left out).
+
+    >>> decode_example(encode_example({"label": 1, "score": [0.5, 0.7], "name": "cat"}))["name"]
+    [b'cat']
+    """
+    return _native.encode_features(_entries(mapping, _tf_entry), "tensorflow", "example")
+
+
+def _decoded(kind: str | None, values: Any) -> Any:
+    return values if kind is not None else None
+
+
+def decode_example(data: bytes) -> dict[str, Any]:
+    """``{name: values}`` from a serialized Example: ``int64`` and ``float32`` arrays,
+    lists of ``bytes``; None for a feature that sets no kind."""
+    return {k: _decoded(kind, v) for k, (kind, v) in _native.decode_features(data, "tensorflow", "example").items()}
+
+
+def encode_sequence_example(context: Mapping[str, Any] | None, feature_lists: Mapping[str, Sequence[Any]] | None) -> bytes:
+    """A serialized ``tf.train.SequenceExample``.
+
+    Args:
+        context: ``{name: value}`` as for :func:`encode_example`.
+        feature_lists: ``{name: steps}``, each step a value; all steps of a
+            list get the same kind (``[[1, 2], [3]]`` is two int64 steps).
+    """
+    lists = []
+    for key, steps in (feature_lists or {}).items():
+        steps = list(_unwrap(steps)) if not isinstance(steps, np.ndarray) else list(steps)
+        encoded = []
+        kinds = set()
+        for step in steps:
+            flat = _flat(step)
+            if isinstance(flat, list) and not flat:
+                encoded.append(None)  # kind decided by the other steps
+                continue
+            _, kind, values = _tf_entry(key, flat)
+            kinds.add(kind)
+            encoded.append((kind, values))
+        if "float_list" in kinds and "int64_list" in kinds:
+            kinds.discard("int64_list")
+            encoded = [("float_list", np.asarray(e[1], np.float32)) if e and e[0] == "int64_list" else e for e in encoded]
+        if len(kinds) > 1:
+            raise TypeError(f"feature list {key!r}: steps of different kinds {sorted(kinds)}")
+        if None in encoded and not kinds:
+            raise ValueError(f"feature list {key!r}: empty steps have no kind; pass typed empty arrays")
+        kind = kinds.pop() if kinds else None
+        empty = [] if kind == "bytes_list" else np.array([], dtype=np.int64 if kind == "int64_list" else np.float32)
+        lists.append((key, [e if e is not None else (kind, empty) for e in encoded]))
+    return _native.encode_sequence(_entries(context or {}, _tf_entry), lists)
+
+
+def decode_sequence_example(data: bytes) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """``(context, feature_lists)`` from a serialized SequenceExample; each feature list is a list of steps."""
+    context, lists = _native.decode_sequence(data)
+    return (
+        {k: _decoded(kind, v) for k, (kind, v) in context.items()},
+        {k: [_decoded(kind, v) for kind, v in steps] for k, steps in lists.items()},
+    )
+
+
+_OF_KINDS = {"i4": "int32_list", "i8": "int64_list", "f4": "float_list", "f8": "double_list"}
+_OF_DTYPES = {"int32_list": np.int32, "int64_list": np.int64, "float_list": np.float32, "double_list": np.float64}
+
+
+def _of_entry(key: str, value: Any) -> tuple[str, str | None, Any]:
+    if isinstance(value, ofrecord.Feature):
+        return (key, *value.kind_and_values)
+    flat = _flat(value)
+    if isinstance(flat, list):
+        if flat and all(_is_bytes(v) for v in flat):
+            return key, "bytes_list", _as_bytes(flat)
+        if not flat:
+            raise ValueError(f"feature {key!r}: an empty list has no kind; pass a typed empty array")
+        flat = np.asarray(flat)
+    if flat.dtype.kind in "OSU":
+        return key, "bytes_list", _bytes_list(flat, f"feature {key!r}")
+    if flat.dtype.kind == "b":
+        flat = flat.astype(np.int64)
+    code = f"{flat.dtype.kind}{flat.dtype.itemsize}".replace("u", "i")
+    if code in ("i1", "i2"):
+        code = "i4"  # small integers widen to int32
+    kind = _OF_KINDS.get(code)
+    if kind is None:
+        raise TypeError(f"feature {key!r}: OFRecord stores int32, int64, float32, float64 and bytes, not {flat.dtype}")
+    return key, kind, flat.astype(_OF_DTYPES[kind])
+
+
+def encode_ofrecord(mapping: Mapping[str, Any]) -> bytes:
+    """A serialized OneFlow ``OFRecord`` from ``{name: value}``; the NumPy dtype picks the list kind."""
+    return _native.encode_features(_entries(mapping, _of_entry), "oneflow", "map")
+
+
+def decode_ofrecord(data: bytes) -> dict[str, Any]:
+    """``{name: values}`` from a serialized OFRecord: arrays of ``int32``, ``int64``,
+    ``float32``, ``float64``, or lists of ``bytes``."""
+    return {k: _decoded(kind, v) for k, (kind, v) in _native.decode_features(data, "oneflow", "map").items()}

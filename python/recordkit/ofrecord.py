@@ -1,0 +1,135 @@
+"""OneFlow's ``OFRecord`` messages (``oneflow/core/record/record.proto``) without OneFlow.
+
+An ``OFRecord`` is a map from names to :class:`Feature`, like TensorFlow's
+``Features`` (one level less nesting than an ``Example``). A Feature holds one
+of ``bytes_list``, ``float_list``, ``double_list``, ``int32_list`` or
+``int64_list``; on the wire, field 3 is ``double_list`` here but ``int64_list``
+in TensorFlow, so the same bytes decode differently.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from recordkit import _native
+from recordkit._messages import (
+    ListMessage,
+    Message,
+    MessageMap,
+    OneofFeature,
+    _add_kind_properties,
+    coerce_bytes,
+    coerce_float32,
+    coerce_float64,
+    coerce_int,
+    coerce_int32,
+    feature_map_entries,
+    map_text,
+    text_bytes,
+    text_float32,
+    text_float64,
+)
+from recordkit.train import _load_map
+
+__all__ = ["BytesList", "FloatList", "DoubleList", "Int32List", "Int64List", "Feature", "OFRecord"]
+
+
+class BytesList(ListMessage):
+    """``BytesList``: ``value`` is a list of ``bytes``."""
+
+    __slots__ = ()
+    _KIND = "bytes_list"
+    _COERCE = staticmethod(coerce_bytes)
+    _DTYPE = None
+    _FORMAT = staticmethod(text_bytes)
+
+
+class FloatList(ListMessage):
+    """``FloatList``: float32 values."""
+
+    __slots__ = ()
+    _KIND = "float_list"
+    _COERCE = staticmethod(coerce_float32)
+    _DTYPE = "float32"
+    _FORMAT = staticmethod(text_float32)
+
+
+class DoubleList(ListMessage):
+    """``DoubleList``: float64 values."""
+
+    __slots__ = ()
+    _KIND = "double_list"
+    _COERCE = staticmethod(coerce_float64)
+    _DTYPE = "float64"
+    _FORMAT = staticmethod(text_float64)
+
+
+class Int32List(ListMessage):
+    """``Int32List``: int32 values."""
+
+    __slots__ = ()
+    _KIND = "int32_list"
+    _COERCE = staticmethod(coerce_int32)
+    _DTYPE = "int32"
+    _FORMAT = staticmethod(str)
+
+
+class Int64List(ListMessage):
+    """``Int64List``: int64 values."""
+
+    __slots__ = ()
+    _KIND = "int64_list"
+    _COERCE = staticmethod(coerce_int)
+    _DTYPE = "int64"
+    _FORMAT = staticmethod(str)
+
+
+@_add_kind_properties
+class Feature(OneofFeature):
+    """OneFlow's ``Feature``: one of five list kinds."""
+
+    __slots__ = ()
+    _KINDS = {
+        "bytes_list": BytesList,
+        "float_list": FloatList,
+        "double_list": DoubleList,
+        "int32_list": Int32List,
+        "int64_list": Int64List,
+    }
+    _SCHEMA = "oneflow"
+    bytes_list: BytesList
+    float_list: FloatList
+    double_list: DoubleList
+    int32_list: Int32List
+    int64_list: Int64List
+
+
+class OFRecord(Message):
+    """``OFRecord``: ``feature`` maps names to :class:`Feature`."""
+
+    __slots__ = ("_feature",)
+
+    def __init__(self, feature: Mapping[str, Feature] | None = None) -> None:
+        self._owner = None
+        self._feature = MessageMap(Feature, self._changed, feature)
+
+    def _changed(self) -> None:
+        self._notify()
+
+    @property
+    def feature(self) -> MessageMap:
+        """Name to :class:`Feature`; reading a missing name creates it."""
+        return self._feature
+
+    def Clear(self) -> None:
+        """Removes every feature."""
+        dict.clear(self._feature)
+
+    def _serialize(self) -> bytes:
+        return _native.encode_features(feature_map_entries(self._feature), "oneflow", "map")
+
+    def _parse(self, data: bytes) -> None:
+        _load_map(self._feature, _native.decode_features(data, "oneflow", "map"), Feature)
+
+    def _text(self) -> list[str]:
+        return map_text("feature", self._feature, lambda f: f._text())

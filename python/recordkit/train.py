@@ -1,0 +1,385 @@
+"""``tf.train``'s messages without TensorFlow or protobuf: ``Example``, ``Feature`` and the rest.
+
+They behave like the protobuf classes the TensorFlow tutorial uses::
+
+    example = recordkit.train.Example(features=recordkit.train.Features(feature={
+        "label": recordkit.train.Feature(int64_list=recordkit.train.Int64List(value=[1]))}))
+    data = example.SerializeToString()        # protobuf's deterministic bytes
+    recordkit.train.Example.FromString(data) == example
+    print(example)                             # protobuf text format, keys ascending
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from recordkit import _native
+from recordkit._messages import (
+    ListMessage,
+    Message,
+    MessageMap,
+    OneofFeature,
+    RepeatedMessages,
+    _add_kind_properties,
+    coerce_bytes,
+    coerce_float32,
+    coerce_int,
+    feature_map_entries,
+    indent,
+    len_field,
+    map_text,
+    text_bytes,
+    text_float32,
+)
+
+__all__ = [
+    "BytesList",
+    "FloatList",
+    "Int64List",
+    "Feature",
+    "Features",
+    "Example",
+    "FeatureList",
+    "FeatureLists",
+    "SequenceExample",
+]
+
+
+class BytesList(ListMessage):
+    """``tf.train.BytesList``: ``value`` is a list of ``bytes`` (``str`` is stored as UTF-8)."""
+
+    __slots__ = ()
+    _KIND = "bytes_list"
+    _COERCE = staticmethod(coerce_bytes)
+    _DTYPE = None
+    _FORMAT = staticmethod(text_bytes)
+
+
+class FloatList(ListMessage):
+    """``tf.train.FloatList``: ``value`` is a list of floats, stored as float32."""
+
+    __slots__ = ()
+    _KIND = "float_list"
+    _COERCE = staticmethod(coerce_float32)
+    _DTYPE = "float32"
+    _FORMAT = staticmethod(text_float32)
+
+
+class Int64List(ListMessage):
+    """``tf.train.Int64List``: ``value`` is a list of int64 (``bool`` counts as 0/1)."""
+
+    __slots__ = ()
+    _KIND = "int64_list"
+    _COERCE = staticmethod(coerce_int)
+    _DTYPE = "int64"
+    _FORMAT = staticmethod(str)
+
+
+@_add_kind_properties
+class Feature(OneofFeature):
+    """``tf.train.Feature``: one of ``bytes_list``, ``float_list`` or ``int64_list``."""
+
+    __slots__ = ()
+    _KINDS = {"bytes_list": BytesList, "float_list": FloatList, "int64_list": Int64List}
+    _SCHEMA = "tensorflow"
+    bytes_list: BytesList
+    float_list: FloatList
+    int64_list: Int64List
+
+
+def _load_map(target: MessageMap, decoded: Mapping[str, tuple[str | None, Any]], factory: type[OneofFeature]) -> None:
+    for key, (kind, values) in decoded.items():
+        feature = factory()
+        feature._load(kind, values)
+        dict.__setitem__(target, key, target._adopt(feature))
+
+
+class Features(Message):
+    """``tf.train.Features``: ``feature`` maps names to :class:`Feature`."""
+
+    __slots__ = ("_feature",)
+
+    def __init__(self, feature: Mapping[str, Feature] | None = None) -> None:
+        self._owner = None
+        self._feature = MessageMap(Feature, self._changed, feature)
+
+    def _changed(self) -> None:
+        self._notify()
+
+    @property
+    def feature(self) -> MessageMap:
+        """Name to :class:`Feature`; reading a missing name creates it."""
+        return self._feature
+
+    @feature.setter
+    def feature(self, value: Mapping[str, Feature]) -> None:
+        dict.clear(self._feature)
+        for key, item in value.items():
+            self._feature[key] = item
+
+    def Clear(self) -> None:
+        """Removes every feature."""
+        dict.clear(self._feature)
+
+    def _serialize(self) -> bytes:
+        return _native.encode_features(feature_map_entries(self._feature), "tensorflow", "map")
+
+    def _parse(self, data: bytes) -> None:
+        _load_map(self._feature, _native.decode_features(data, "tensorflow", "map"), Feature)
+
+    def _text(self) -> list[str]:
+        return map_text("feature", self._feature, lambda f: f._text())
+
+
+def _has_top_field(data: bytes, number: int) -> bool:
+    """Whether a LEN field `number` appears at the top level of `data` (data already validated)."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        wire = key & 7
+        if key >> 3 == number:
+            return True
+        if wire == 0:
+            _, pos = _read_varint(data, pos)
+        elif wire == 2:
+            size, pos = _read_varint(data, pos)
+            pos += size
+        else:
+            pos += {1: 8, 5: 4}.get(wire, len(data))
+    return False
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+class Example(Message):
+    """``tf.train.Example``: one record, a :class:`Features` map."""
+
+    __slots__ = ("_features", "_has_features")
+
+    def __init__(self, features: Features | None = None) -> None:
+        self._owner = None
+        self._has_features = features is not None
+        self._features = self._adopt(features if features is not None else Features())
+
+    def _adopt(self, features: Features) -> Features:
+        if not isinstance(features, Features):
+            raise TypeError(f"features must be a Features message, not {type(features).__name__}")
+        features._owner = self._features_changed
+        return features
+
+    def _features_changed(self, _: Any) -> None:
+        self._has_features = True
+        self._notify()
+
+    @property
+    def features(self) -> Features:
+        """The :class:`Features`; changing them marks them as set."""
+        return self._features
+
+    @features.setter
+    def features(self, value: Features) -> None:
+        self._features = self._adopt(value)
+        self._features_changed(value)
+
+    def HasField(self, name: str) -> bool:
+        """Whether ``features`` is set."""
+        if name != "features":
+            raise ValueError(f"Example has no field {name!r}")
+        return self._has_features
+
+    def Clear(self) -> None:
+        """Unsets the features."""
+        self._features = self._adopt(Features())
+        self._has_features = False
+
+    def _serialize(self) -> bytes:
+        if not self._has_features and not self._features.feature:
+            return b""
+        return _native.encode_features(feature_map_entries(self._features.feature), "tensorflow", "example")
+
+    def _parse(self, data: bytes) -> None:
+        decoded = _native.decode_features(data, "tensorflow", "example")
+        _load_map(self._features._feature, decoded, Feature)
+        self._has_features = bool(decoded) or _has_top_field(data, 1)
+
+    def _text(self) -> list[str]:
+        if not self._has_features and not self._features.feature:
+            return []
+        return ["features {", *indent(self._features._text()), "}"]
+
+
+class FeatureList(Message):
+    """``tf.train.FeatureList``: ``feature`` is a list of :class:`Feature`, one per step."""
+
+    __slots__ = ("_feature",)
+
+    def __init__(self, feature: Iterable[Feature] = ()) -> None:
+        self._owner = None
+        self._feature = RepeatedMessages(Feature, self._changed, feature)
+
+    def _changed(self) -> None:
+        self._notify()
+
+    @property
+    def feature(self) -> RepeatedMessages:
+        """The steps (supports ``add(...)``)."""
+        return self._feature
+
+    @feature.setter
+    def feature(self, value: Iterable[Feature]) -> None:
+        list.clear(self._feature)
+        self._feature.extend(value)
+
+    def Clear(self) -> None:
+        """Removes every step."""
+        list.clear(self._feature)
+
+    def _serialize(self) -> bytes:
+        return b"".join(len_field(1, f._serialize()) for f in self._feature)
+
+    def _parse(self, data: bytes) -> None:
+        # A FeatureList is the value of a FeatureLists entry: decode it as one.
+        entry = len_field(1, b"") + len_field(2, data)
+        _, lists = _native.decode_sequence(len_field(2, len_field(1, entry)))
+        self._load(lists.get("", []))
+
+    def _load(self, steps: list[tuple[str | None, Any]]) -> None:
+        for kind, values in steps:
+            feature = Feature()
+            feature._load(kind, values)
+            list.append(self._feature, self._feature._adopt(feature))
+
+    def _text(self) -> list[str]:
+        lines: list[str] = []
+        for f in self._feature:
+            lines += ["feature {", *indent(f._text()), "}"]
+        return lines
+
+
+class FeatureLists(Message):
+    """``tf.train.FeatureLists``: ``feature_list`` maps names to :class:`FeatureList`."""
+
+    __slots__ = ("_feature_list",)
+
+    def __init__(self, feature_list: Mapping[str, FeatureList] | None = None) -> None:
+        self._owner = None
+        self._feature_list = MessageMap(FeatureList, self._changed, feature_list)
+
+    def _changed(self) -> None:
+        self._notify()
+
+    @property
+    def feature_list(self) -> MessageMap:
+        """Name to :class:`FeatureList`; reading a missing name creates it."""
+        return self._feature_list
+
+    def Clear(self) -> None:
+        """Removes every feature list."""
+        dict.clear(self._feature_list)
+
+    def _serialize(self) -> bytes:
+        return b"".join(
+            len_field(1, len_field(1, key.encode()) + len_field(2, self._feature_list[key]._serialize()))
+            for key in sorted(self._feature_list, key=lambda k: k.encode())
+        )
+
+    def _parse(self, data: bytes) -> None:
+        _, lists = _native.decode_sequence(len_field(2, data))
+        self._load(lists)
+
+    def _load(self, lists: Mapping[str, list]) -> None:
+        for key, steps in lists.items():
+            feature_list = FeatureList()
+            feature_list._load(steps)
+            dict.__setitem__(self._feature_list, key, self._feature_list._adopt(feature_list))
+
+    def _text(self) -> list[str]:
+        return map_text("feature_list", self._feature_list, lambda fl: fl._text())
+
+
+class SequenceExample(Message):
+    """``tf.train.SequenceExample``: ``context`` (:class:`Features`) and ``feature_lists`` (:class:`FeatureLists`)."""
+
+    __slots__ = ("_context", "_feature_lists", "_has")
+
+    def __init__(self, context: Features | None = None, feature_lists: FeatureLists | None = None) -> None:
+        self._owner = None
+        self._has = {"context": context is not None, "feature_lists": feature_lists is not None}
+        self._context = self._adopt("context", context if context is not None else Features())
+        self._feature_lists = self._adopt("feature_lists", feature_lists if feature_lists is not None else FeatureLists())
+
+    def _adopt(self, name: str, message: Message) -> Any:
+        expected = Features if name == "context" else FeatureLists
+        if not isinstance(message, expected):
+            raise TypeError(f"{name} must be a {expected.__name__}, not {type(message).__name__}")
+
+        def changed(_: Any, name: str = name) -> None:
+            self._has[name] = True
+            self._notify()
+
+        message._owner = changed
+        return message
+
+    @property
+    def context(self) -> Features:
+        """The context :class:`Features`."""
+        return self._context
+
+    @context.setter
+    def context(self, value: Features) -> None:
+        self._context = self._adopt("context", value)
+        self._has["context"] = True
+
+    @property
+    def feature_lists(self) -> FeatureLists:
+        """The :class:`FeatureLists`."""
+        return self._feature_lists
+
+    @feature_lists.setter
+    def feature_lists(self, value: FeatureLists) -> None:
+        self._feature_lists = self._adopt("feature_lists", value)
+        self._has["feature_lists"] = True
+
+    def HasField(self, name: str) -> bool:
+        """Whether ``context`` or ``feature_lists`` is set."""
+        if name not in self._has:
+            raise ValueError(f"SequenceExample has no field {name!r}")
+        return self._has[name]
+
+    def Clear(self) -> None:
+        """Unsets both fields."""
+        self._context = self._adopt("context", Features())
+        self._feature_lists = self._adopt("feature_lists", FeatureLists())
+        self._has = {"context": False, "feature_lists": False}
+
+    def _serialize(self) -> bytes:
+        out = b""
+        if self._has["context"] or self._context.feature:
+            out += len_field(1, self._context._serialize())
+        if self._has["feature_lists"] or self._feature_lists.feature_list:
+            out += len_field(2, self._feature_lists._serialize())
+        return out
+
+    def _parse(self, data: bytes) -> None:
+        context, lists = _native.decode_sequence(data)
+        _load_map(self._context._feature, context, Feature)
+        self._feature_lists._load(lists)
+        self._has = {"context": bool(context) or _has_top_field(data, 1), "feature_lists": bool(lists) or _has_top_field(data, 2)}
+
+    def _text(self) -> list[str]:
+        lines: list[str] = []
+        if self._has["context"] or self._context.feature:
+            lines += ["context {", *indent(self._context._text()), "}"]
+        if self._has["feature_lists"] or self._feature_lists.feature_list:
+            lines += ["feature_lists {", *indent(self._feature_lists._text()), "}"]
+        return lines
+
