@@ -26,6 +26,7 @@ from recordkit.codec import (
     int32_feature,
     int64_feature,
 )
+from recordkit.columnar import read_examples, shard_names, write_examples, write_ofrecords
 from recordkit.errors import DataLossError, DataLossWarning, ParseError, RecordkitError
 from recordkit.features import (
     FixedLenFeature,
@@ -67,6 +68,10 @@ __all__ = [
     "decode_sequence_example",
     "encode_ofrecord",
     "decode_ofrecord",
+    "read_examples",
+    "write_examples",
+    "write_ofrecords",
+    "shard_names",
     "RecordkitError",
     "DataLossError",
     "DataLossWarning",

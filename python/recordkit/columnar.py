@@ -1,0 +1,323 @@
+"""Columns in and out of record files, without a Python object per record.
+
+:func:`read_examples` frames, CRC-checks and parses each batch in one call
+into Rust; :func:`write_examples` encodes and frames every row in Rust from
+NumPy (or pyarrow, or pandas) columns.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from recordkit import _native
+from recordkit._sources import Source, open_input
+from recordkit.features import FeatureSpec
+from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
+from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression
+
+__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names"]
+
+
+def _paths(paths: Source | Sequence[Source]) -> list[Source]:
+    if isinstance(paths, (str, os.PathLike)) or hasattr(paths, "read"):
+        return [paths]  # type: ignore[list-item]
+    return list(paths)  # type: ignore[arg-type]
+
+
+def read_examples(
+    paths: Source | Sequence[Source],
+    features: Mapping[str, FeatureSpec],
+    batch_size: int = 1024,
+    *,
+    compression: str | None = "auto",
+    verify: bool = True,
+) -> Iterator[dict[str, Any]]:
+    """Yields parsed batches of Examples straight from files.
+
+    Each batch is read, CRC-checked and parsed in one call into Rust, with the
+    GIL released; outputs are those of :func:`parse_example`. Batches do not
+    span files, so the last batch of each file may be smaller.
+
+    Args:
+        paths: A path, URL or file object, or a list of them.
+        features: The parse spec, as for :func:`parse_example`.
+        batch_size: Records per batch.
+        compression: As for :class:`TFRecordReader`.
+        verify: Check payload CRCs.
+
+    Raises:
+        DataLossError: On damage (after yielding the batches before it).
+        ParseError: When a record does not fit the spec; ``.index`` is the
+            record's index in its file.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    requests = _Requests()
+    _plan_example(features, requests)
+    request_list = requests.as_list()
+    for path in _paths(paths):
+        opened = open_input(path)
+        try:
+            scanner = _native.RecordScanner(
+                opened.handle, name=opened.name, compression=_reader_compression(compression), verify=verify
+            )
+            try:
+                while True:
+                    count, columns = scanner.next_example_batch(batch_size, request_list)
+                    if not count:
+                        break
+                    yield _assemble(features, _columns(requests, columns), count, single=False)
+            finally:
+                scanner.close()
+        finally:
+            opened.close()
+
+
+# --- writing -----------------------------------------------------------------------------
+
+_KNOWN_SUFFIXES = (".tfrecords", ".tfrecord", ".tfr", ".gz", ".gzip", ".zz", ".zlib")
+
+
+def shard_names(path: str | os.PathLike[str], shards: int) -> list[str]:
+    """TensorFlow-style shard names: ``out/train.tfrecord``, 3 -> ``out/train-00000-of-00003.tfrecord`` ...
+
+    The record suffixes (``.tfrecord``, ``.gz`` ...) stay at the end.
+    """
+    path = os.fspath(path)
+    directory, base = os.path.split(path)
+    suffix = ""
+    while True:
+        for known in _KNOWN_SUFFIXES:
+            if base.lower().endswith(known) and len(base) > len(known):
+                base, suffix = base[: -len(known)], base[-len(known) :] + suffix
+                break
+        else:
+            break
+    return [os.path.join(directory, f"{base}-{i:05d}-of-{shards:05d}{suffix}") for i in range(shards)]
+
+
+Column = tuple[str, np.ndarray | list, np.ndarray, "np.ndarray | None"]  # kind, values, splits, present
+
+
+def _kind_of(values: np.ndarray, schema: str, name: str) -> tuple[str, Any]:
+    """The list kind for a flat array, and the values converted to it."""
+    kind = values.dtype.kind
+    if kind in "OSU":
+        out = []
+        for v in values.tolist():
+            if isinstance(v, str):
+                v = v.encode()
+            elif not isinstance(v, (bytes, bytearray)):
+                raise TypeError(f"column {name!r}: a string column holds bytes or str, not {v!r} ({type(v).__name__})")
+            out.append(bytes(v))
+        return "bytes_list", out
+    if kind == "b":
+        values = values.astype(np.int64)
+        kind = "i"
+    if schema == "tensorflow":
+        if kind in "iu":
+            if values.dtype == np.uint64 and values.size and values.max() >= 1 << 63:
+                raise ValueError(f"column {name!r}: value {values.max()} does not fit an int64")
+            return "int64_list", np.ascontiguousarray(values, dtype=np.int64)
+        if kind == "f":
+            return "float_list", np.ascontiguousarray(values, dtype=np.float32)
+    else:
+        if kind in "iu":
+            wide = values.dtype.itemsize > 4 or values.dtype == np.uint32
+            return ("int64_list", np.ascontiguousarray(values, np.int64)) if wide else ("int32_list", np.ascontiguousarray(values, np.int32))
+        if kind == "f":
+            if values.dtype.itemsize > 4:
+                return "double_list", np.ascontiguousarray(values, np.float64)
+            return "float_list", np.ascontiguousarray(values, np.float32)
+    raise TypeError(f"column {name!r}: cannot store values of dtype {values.dtype}")
+
+
+def _from_array(name: str, array: np.ndarray, schema: str) -> tuple[int, Column]:
+    rows = len(array)
+    width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
+    if array.dtype == object and array.ndim == 1 and any(isinstance(v, (list, tuple, np.ndarray)) or v is None for v in array):
+        return _from_lists(name, list(array), schema)
+    kind, values = _kind_of(array.reshape(-1), schema, name)
+    return rows, (kind, values, np.arange(0, rows * width + 1, width, dtype=np.int64), None)
+
+
+def _from_lists(name: str, rows_list: list, schema: str) -> tuple[int, Column]:
+    """A list of per-row values (scalars, lists, arrays, or None for a missing feature)."""
+    present = np.array([v is not None for v in rows_list], dtype=bool)
+    pieces = []
+    for v in rows_list:
+        if v is None:
+            pieces.append(np.empty(0))
+        elif isinstance(v, (bytes, str, bytearray)):
+            pieces.append(np.array([v], dtype=object))
+        else:
+            piece = np.asarray(v)
+            pieces.append(piece.reshape(-1) if piece.dtype != object else piece.reshape(-1))
+    lengths = np.array([len(p) if v is not None else 0 for p, v in zip(pieces, rows_list)], dtype=np.int64)
+    typed = [p for p, v in zip(pieces, rows_list) if v is not None and len(p)]
+    if typed:
+        kinds = {p.dtype.kind for p in typed}
+        if kinds & set("OSU"):
+            flat = np.concatenate([p.astype(object) for p in typed])
+        else:
+            flat = np.concatenate(typed)
+    else:
+        flat = np.empty(0, dtype=np.int64)
+    kind, values = _kind_of(flat, schema, name)
+    splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return len(rows_list), (kind, values, splits, None if present.all() else present)
+
+
+def _from_arrow(name: str, array: Any, schema: str) -> tuple[int, Column]:
+    import pyarrow as pa
+
+    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    present = None if array.null_count == 0 else ~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
+        if pa.types.is_fixed_size_list(array.type):
+            width = array.type.list_size
+            splits = np.arange(0, (len(array)) * width + 1, width, dtype=np.int64)
+            flat = array.flatten()
+        else:
+            offsets = np.asarray(array.offsets.to_numpy(), dtype=np.int64)
+            flat = array.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+            splits = offsets - offsets[0]
+        values = flat.to_numpy(zero_copy_only=False)
+    else:
+        values = array.to_numpy(zero_copy_only=False)
+        if present is not None:
+            keep = present
+            values = values[keep]
+            splits = np.concatenate([[0], np.cumsum(keep.astype(np.int64))])
+        else:
+            splits = np.arange(len(array) + 1, dtype=np.int64)
+    if values.dtype == object or pa.types.is_binary(array.type) or pa.types.is_string(array.type):
+        values = np.asarray(values, dtype=object)
+    kind, converted = _kind_of(np.asarray(values), schema, name)
+    return len(array), (kind, converted, splits.astype(np.int64), present)
+
+
+def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
+    """Rows and ``{name: (kind, values, splits, present)}`` from any supported columns."""
+    module = type(columns).__module__
+    if module.startswith("pyarrow"):
+        items = [(name, ("arrow", columns.column(name))) for name in columns.column_names]
+    elif module.startswith("pandas"):
+        items = [(str(name), columns[name].to_numpy()) for name in columns.columns]
+    elif isinstance(columns, Mapping):
+        items = list(columns.items())
+    else:
+        raise TypeError(f"columns must be a mapping of name to column, a pyarrow Table or a pandas DataFrame, not {type(columns).__name__}")
+    out: dict[str, Column] = {}
+    rows = None
+    for name, column in items:
+        if not isinstance(name, str):
+            raise TypeError(f"column names are str, not {name!r}")
+        if isinstance(column, tuple) and column and column[0] == "arrow":
+            n, normalized = _from_arrow(name, column[1], schema)
+        elif type(column).__module__.startswith("pyarrow"):
+            n, normalized = _from_arrow(name, column, schema)
+        elif isinstance(column, np.ndarray):
+            n, normalized = _from_array(name, column, schema)
+        else:
+            column = list(column)
+            try:
+                array = np.asarray(column)
+            except ValueError:
+                array = None  # ragged
+            if array is not None and array.dtype != object:
+                n, normalized = _from_array(name, array, schema)
+            else:
+                n, normalized = _from_lists(name, column, schema)
+        if rows is not None and n != rows:
+            raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
+        rows = n
+        out[name] = normalized
+    if rows is None:
+        raise ValueError("no columns to write")
+    return rows, out
+
+
+def _write(writer: Any, rows: int, columns: dict[str, Column], start: int, end: int, schema: str) -> None:
+    batch = []
+    for name, (kind, values, splits, present) in columns.items():
+        lo, hi = int(splits[start]), int(splits[end])
+        part = values[lo:hi]
+        batch.append((name, kind, part, np.ascontiguousarray(splits[start : end + 1] - lo), None if present is None else np.ascontiguousarray(present[start:end])))
+    writer._native.write_columns(end - start, batch, schema)
+
+
+def _row_ranges(rows: int, shards: int) -> list[tuple[int, int]]:
+    bounds = [rows * i // shards for i in range(shards + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str) -> None:
+    rows, normalized = _normalize(columns, schema)
+    writers = [writer_factory(t) for t in targets]
+    try:
+        for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
+            # Encode in slices so the temporary lists stay small for huge inputs.
+            for lo in range(start, end, 65536):
+                _write(writer, rows, normalized, lo, min(end, lo + 65536), schema)
+        for writer in writers:
+            writer.close()
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
+
+
+def write_examples(
+    path: str | os.PathLike[str],
+    columns: Any,
+    *,
+    compression: str | None = None,
+    shards: int | None = None,
+) -> list[str]:
+    """Writes one ``tf.train.Example`` per row of ``columns`` to TFRecord file(s).
+
+    Args:
+        path: The file, or with ``shards`` the name the shards are derived from.
+        columns: ``{name: column}``. A 1-D NumPy array is one value per row; a
+            2-D (or higher) array is a fixed-length list per row (flattened);
+            a list of lists (or of arrays) is a variable-length list per row,
+            with None for a row that lacks the feature. Integers and bools
+            become ``int64_list``, floats ``float_list``, bytes and str
+            ``bytes_list``. A pyarrow Table or pandas DataFrame works too.
+        compression: None, ``"gzip"`` or ``"zlib"``.
+        shards: Write this many files, ``name-00000-of-0000N.tfrecord`` ...,
+            holding consecutive rows (sizes differ by at most one row).
+
+    Returns:
+        The paths written. All files appear together when every one is complete.
+    """
+    targets = [os.fspath(path)] if shards is None else shard_names(path, _positive(shards))
+    if shards is not None:
+        os.makedirs(os.path.dirname(os.path.abspath(targets[0])), exist_ok=True)
+    _write_all(targets, lambda t: TFRecordWriter(t, compression=compression), columns, "tensorflow")
+    return targets
+
+
+def write_ofrecords(directory: str | os.PathLike[str], columns: Any, *, num_parts: int = 1, suffix_length: int = 5) -> list[str]:
+    """Writes one OFRecord per row of ``columns`` as a OneFlow dataset folder (``part-00000`` ...).
+
+    Columns as for :func:`write_examples`; the dtype picks the list kind
+    (int32, int64, float32, float64 or bytes). Rows are split into
+    ``num_parts`` consecutive parts, all renamed into place together.
+    """
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    targets = [os.path.join(directory, f"part-{i:0{suffix_length}d}") for i in range(_positive(num_parts))]
+    _write_all(targets, OFRecordWriter, columns, "oneflow")
+    return targets
+
+
+def _positive(n: int) -> int:
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"the number of shards must be a positive integer, not {n!r}")
+    return int(n)
+
