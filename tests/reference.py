@@ -143,3 +143,44 @@ def decode_feature_map(data: bytes, kinds: dict[int, str]) -> dict[str, tuple[st
                 kind, values = kinds[n], _scalars(v, kinds[n])
         out[key.decode()] = (kind, values)
     return out
+
+
+def decode_example(data: bytes) -> dict[str, tuple[str, list]]:
+    """An Example's features, protobuf-style: every `features` field merged, last key wins."""
+    out: dict[str, tuple[str, list]] = {}
+    for number, _, value in fields(data):
+        if number == 1:
+            out.update(decode_feature_map(value, EXAMPLE_KINDS))
+    return out
+
+
+def _put_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _len(number: int, payload: bytes) -> bytes:
+    return _put_varint(number << 3 | 2) + _put_varint(len(payload)) + payload
+
+
+def encode_example(features: dict[str, tuple[str, list]]) -> bytes:
+    """protobuf's deterministic serialization of an Example (keys sorted, scalars packed)."""
+    entries = b""
+    for key in sorted(features, key=lambda k: k.encode()):
+        kind, values = features[key]
+        if kind == "bytes_list":
+            body = b"".join(_len(1, v) for v in values)
+            tag = 1
+        elif kind == "float_list":
+            body = _len(1, struct.pack(f"<{len(values)}f", *values)) if values else b""
+            tag = 2
+        else:
+            body = _len(1, b"".join(_put_varint(v) for v in values)) if values else b""
+            tag = 3
+        entries += _len(1, _len(1, key.encode()) + _len(2, _len(tag, body)))
+    return _len(1, entries)

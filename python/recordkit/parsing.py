@@ -123,7 +123,8 @@ def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single:
             key=name, index=i,
         )
     missing = ~present
-    default = spec._default  # type: ignore[attr-defined]
+    # As in TensorFlow, a feature of shape [0] can have no usable default: always required.
+    default = spec._default if size else None  # type: ignore[attr-defined]
     if missing.any() and default is None:
         i = int(np.argmax(missing))
         raise ParseError(
@@ -132,7 +133,8 @@ def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single:
         )
     out = np.empty((batch, size), dtype=NUMPY_DTYPES[spec.dtype])
     out[present] = values.reshape(int(present.sum()), size)
-    out[missing] = default
+    if missing.any():
+        out[missing] = default
     return out.reshape(lead + spec.shape)
 
 

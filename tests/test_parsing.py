@@ -1,0 +1,185 @@
+"""tf.io parsing semantics: the traps TensorFlow's behaviour sets (reference notes §4, §9)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+
+R = rk.RaggedFeature
+
+
+def ex(**features) -> bytes:
+    return rk.encode_example(features)
+
+
+def test_default_only_for_missing_never_for_empty() -> None:
+    spec = {"age": rk.FixedLenFeature([], "int64", default_value=-1)}
+    assert rk.parse_example([ex(age=3), ex(other=1)], spec)["age"].tolist() == [3, -1]
+    with pytest.raises(rk.ParseError) as info:
+        rk.parse_example([ex(age=3), ex(age=np.array([], np.int64))], spec)
+    assert (info.value.key, info.value.index) == ("age", 1)
+    assert "Values size: 0" in str(info.value)
+
+
+def test_defaults_are_not_broadcast() -> None:
+    with pytest.raises(ValueError, match="broadcast"):
+        rk.FixedLenFeature([2], "int64", default_value=0)
+    with pytest.raises(TypeError):
+        rk.FixedLenFeature([], "int64", default_value=1.5)
+    out = rk.parse_example([ex(a=1)], {"m": rk.FixedLenFeature([2, 2], "float32", default_value=[[1, 2], [3, 4]])})
+    assert out["m"].shape == (1, 2, 2) and out["m"].dtype == np.float32
+
+
+def test_shape_zero_is_always_required() -> None:
+    with pytest.raises(rk.ParseError, match="required"):
+        rk.parse_example([ex(a=1)], {"z": rk.FixedLenFeature([0], "int64")})
+    assert rk.parse_example([ex(z=np.array([], np.int64))], {"z": rk.FixedLenFeature([0], "int64")})["z"].shape == (1, 0)
+
+
+def test_type_mismatch_is_an_error() -> None:
+    with pytest.raises(rk.ParseError) as info:
+        rk.parse_example([ex(x=1), ex(x=1.5)], {"x": rk.VarLenFeature("int64")})
+    assert (info.value.key, info.value.index) == ("x", 1)
+    assert "float" in str(info.value) and "int64" in str(info.value)
+
+
+def test_dtype_spellings() -> None:
+    for dtype in ("int64", np.int64, np.dtype("int64")):
+        assert rk.FixedLenFeature([], dtype).dtype == "int64"
+    for dtype in ("string", bytes, str, np.bytes_, object):
+        assert rk.VarLenFeature(dtype).dtype == "string"
+    assert rk.VarLenFeature(np.float32).dtype == "float32"
+    with pytest.raises(TypeError):
+        rk.VarLenFeature(np.int32)
+
+
+def test_single_example_shapes() -> None:
+    record = ex(a=[1, 2, 3], s=b"x")
+    out = rk.parse_single_example(record, {"a": rk.VarLenFeature("int64"), "s": rk.FixedLenFeature([], "string")})
+    assert out["a"].indices.tolist() == [[0], [1], [2]] and out["a"].dense_shape.tolist() == [3]
+    assert out["s"].shape == () and out["s"].item() == b"x"
+    missing = rk.parse_single_example(ex(b=1), {"a": rk.VarLenFeature("int64")})["a"]
+    assert missing.indices.shape == (0, 1) and missing.dense_shape.tolist() == [0]
+
+
+def test_empty_batch() -> None:
+    out = rk.parse_example([], {"f": rk.FixedLenFeature([2], "float32"), "v": rk.VarLenFeature("int64")})
+    assert out["f"].shape == (0, 2)
+    assert out["v"].indices.shape == (0, 2) and out["v"].dense_shape.tolist() == [0, 0]
+
+
+def test_fixed_len_sequence_in_parse_example() -> None:
+    spec = {"x": rk.FixedLenSequenceFeature([2], "int64", allow_missing=True, default_value=-1)}
+    out = rk.parse_example([ex(x=[1, 2, 5, 6]), ex(x=[5, 7]), ex(y=1)], spec)["x"]
+    assert out.tolist() == [[[1, 2], [5, 6]], [[5, 7], [-1, -1]], [[-1, -1], [-1, -1]]]
+    with pytest.raises(rk.ParseError, match="multiple of stride"):
+        rk.parse_example([ex(x=[1, 2, 3])], spec)
+    with pytest.raises(ValueError, match="allow_missing"):
+        rk.parse_example([ex(x=[1])], {"x": rk.FixedLenSequenceFeature([1], "int64")})
+
+
+def test_sparse_feature_sorts_and_does_not_bound_check() -> None:
+    spec = {"sp": rk.SparseFeature("idx", "val", "float32", 10)}
+    out = rk.parse_example([ex(idx=[7, 2, 200], val=[0.7, 0.2, 9.0]), ex(idx=[1], val=[0.1])], spec)["sp"]
+    assert out.indices.tolist() == [[0, 2], [0, 7], [0, 200], [1, 1]]
+    assert out.values.tolist() == pytest.approx([0.2, 0.7, 9.0, 0.1])
+    assert out.dense_shape.tolist() == [2, 10]
+    kept = rk.parse_example([ex(idx=[7, 2], val=[0.7, 0.2])], {"sp": rk.SparseFeature("idx", "val", "float32", 10, already_sorted=True)})
+    assert kept["sp"].indices.tolist() == [[0, 7], [0, 2]]
+
+
+def test_ragged_defaults_to_int32_splits() -> None:
+    out = rk.parse_example([ex(v=[1, 2]), ex(w=1), ex(v=[3])], {"v": R("int64")})["v"]
+    assert out.row_splits.dtype == np.int32 and out.row_splits.tolist() == [0, 2, 2, 3]
+    assert out.to_list() == [[1, 2], [], [3]]
+
+
+@pytest.mark.parametrize(
+    "partition, values",
+    [
+        (R.RowLengths("p"), [2, 0, 1]),
+        (R.RowSplits("p"), [0, 2, 2, 3]),
+        (R.RowStarts("p"), [0, 2, 2]),
+        (R.RowLimits("p"), [2, 2, 3]),
+        (R.ValueRowIds("p"), [0, 0, 2]),
+    ],
+)
+def test_ragged_partitions(partition, values) -> None:
+    records = [ex(v=[1, 2, 3], p=values), ex(v=[4], p={"RowLengths": [1], "RowSplits": [0, 1], "RowStarts": [0],
+                                                          "RowLimits": [1], "ValueRowIds": [0]}[type(partition).__name__])]
+    out = rk.parse_example(records, {"r": R("int64", value_key="v", partitions=(partition,), row_splits_dtype="int64")})["r"]
+    assert out.to_list() == [[[1, 2], [], [3]], [[4]]]
+    single = rk.parse_single_example(records[0], {"r": R("int64", value_key="v", partitions=(partition,))})["r"]
+    assert single.to_list() == [[1, 2], [], [3]]
+
+
+def test_uniform_row_length() -> None:
+    spec = {"r": R("int64", value_key="v", partitions=(R.UniformRowLength(2),))}
+    assert rk.parse_single_example(ex(v=[1, 2, 3, 4]), spec)["r"].tolist() == [[1, 2], [3, 4]]
+    assert rk.parse_example([ex(v=[1, 2, 3, 4]), ex(v=[5, 6])], spec)["r"].to_list() == [[[1, 2], [3, 4]], [[5, 6]]]
+    with pytest.raises(rk.ParseError):
+        rk.parse_example([ex(v=[1, 2, 3])], spec)
+
+
+def test_conflicting_types_for_one_key() -> None:
+    with pytest.raises(ValueError, match="Conflicting type"):
+        rk.parse_example([ex(a=1)], {"a": rk.VarLenFeature("int64"), "b": rk.SparseFeature("a", "c", "float32", 3)} | {
+            "c": rk.VarLenFeature("string"), "d": rk.RaggedFeature("float32", value_key="a")})
+
+
+def seq(context: dict, lists: dict) -> bytes:
+    return rk.encode_sequence_example(context, lists)
+
+
+def test_sequence_features() -> None:
+    records = [seq({"id": 1}, {"tok": [[1, 2], [3]], "fr": [[0.5, 1.5]]}), seq({"id": 2}, {"tok": [[4]]})]
+    context, lists, lengths = rk.parse_sequence_example(
+        records,
+        {"id": rk.FixedLenFeature([], "int64")},
+        {"tok": rk.VarLenFeature("int64"), "fr": rk.FixedLenSequenceFeature([2], "float32", allow_missing=True),
+         "rag": R("int64", value_key="tok")},
+    )
+    assert context["id"].tolist() == [1, 2]
+    assert lists["tok"].indices.tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0]]
+    assert lists["tok"].dense_shape.tolist() == [2, 2, 2]
+    assert lists["fr"].tolist() == [[[0.5, 1.5]], [[0.0, 0.0]]] and lengths["fr"].tolist() == [1, 0]
+    assert lists["rag"].to_list() == [[[1, 2], [3]], [[4]]]
+    single_context, single_lists = rk.parse_single_sequence_example(records[0], {"id": rk.FixedLenFeature([], "int64")}, {
+        "tok": rk.VarLenFeature("int64"), "fr": rk.FixedLenSequenceFeature([2], "float32")})
+    assert single_context["id"].item() == 1
+    assert single_lists["tok"].indices.tolist() == [[0, 0], [0, 1], [1, 0]]
+    assert single_lists["fr"].shape == (1, 2)
+
+
+def test_sequence_errors() -> None:
+    records = [seq({}, {"tok": [[1, 2], [3]]})]
+    with pytest.raises(rk.ParseError, match="required") as info:
+        rk.parse_sequence_example(records, None, {"zz": rk.FixedLenSequenceFeature([1], "int64")})
+    assert info.value.key == "zz"
+    with pytest.raises(rk.ParseError, match="values size: 1") as info:
+        rk.parse_sequence_example(records, None, {"tok": rk.FixedLenSequenceFeature([2], "int64")})
+    with pytest.raises(rk.ParseError, match="Data types"):
+        rk.parse_sequence_example(records, None, {"tok": rk.VarLenFeature("float32")})
+    with pytest.raises(ValueError, match="must be None"):
+        rk.parse_sequence_example(records, None, {"tok": rk.FixedLenSequenceFeature([2], "int64", default_value=0)})
+
+
+def test_parse_errors_pickle() -> None:
+    import pickle
+
+    try:
+        rk.parse_example([ex(x=1.5)], {"x": rk.FixedLenFeature([], "int64")})
+    except rk.ParseError as error:
+        clone = pickle.loads(pickle.dumps(error))
+        assert (clone.key, clone.index, str(clone)) == (error.key, error.index, str(error))
+        assert isinstance(clone, ValueError)
+    else:
+        raise AssertionError("no error")
+
+
+def test_malformed_record() -> None:
+    with pytest.raises(rk.ParseError) as info:
+        rk.parse_example([ex(a=1), b"\x0a\x09garbage"], {"a": rk.VarLenFeature("int64")})
+    assert info.value.index == 1
