@@ -313,6 +313,17 @@ fn packed_fixed(payload: &[u8], width: usize) -> Result<usize, Malformed> {
 
 // --- encoding --------------------------------------------------------------
 
+/// The order of map keys in protobuf's deterministic serialization, as the
+/// upb backend (protobuf's default for Python, and TensorFlow's) writes it:
+/// byte-wise, except that when one key is a prefix of the other the longer
+/// one comes first (`"ab"` before `"a"`). Verified against protobuf 7.36.2 on
+/// thousands of random key sets; the pure-Python backend differs on exactly
+/// those prefix pairs.
+pub fn map_key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let end = std::iter::once(256u16);
+    a.iter().map(|&x| u16::from(x)).chain(end.clone()).cmp(b.iter().map(|&x| u16::from(x)).chain(end))
+}
+
 /// A feature's values, for encoding.
 #[derive(Clone, Copy, Debug)]
 pub enum Values<'a> {
@@ -536,6 +547,13 @@ mod tests {
         bytes.extend(example(&[(b"k", Some(Values::Int64(&[2])))]));
         let decoded = decode(&bytes);
         assert_eq!(decoded.last().unwrap().2, vec![2]);
+    }
+
+    #[test]
+    fn keys_sort_as_upb_does() {
+        let mut keys: Vec<&[u8]> = vec![b"b", b"a", b"", b"ab", b"_", b"__", b"B"];
+        keys.sort_by(|a, b| map_key_order(a, b));
+        assert_eq!(keys, vec![&b"B"[..], b"__", b"_", b"ab", b"a", b"b", b""]);
     }
 
     #[test]

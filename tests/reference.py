@@ -169,9 +169,13 @@ def _len(number: int, payload: bytes) -> bytes:
 
 
 def encode_example(features: dict[str, tuple[str, list]]) -> bytes:
-    """protobuf's deterministic serialization of an Example (keys sorted, scalars packed)."""
+    """protobuf's deterministic serialization of an Example (keys sorted, scalars packed).
+
+    Key order is the upb backend's (protobuf's default): byte-wise, except that
+    a key sorts before its own prefixes ("ab" before "a").
+    """
     entries = b""
-    for key in sorted(features, key=lambda k: k.encode()):
+    for key in sorted(features, key=lambda k: [*k.encode(), 256]):
         kind, values = features[key]
         if kind == "bytes_list":
             body = b"".join(_len(1, v) for v in values)

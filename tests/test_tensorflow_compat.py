@@ -87,3 +87,94 @@ def test_damage_matches_tensorflow(tmp_path: Path) -> None:
         else:
             assert error is not None
             assert error.offset == int(re.search(r"record at (\d+)", tf_error).group(1))
+
+
+# --- Examples, parsing, tensors (issue: messages and parsing) -----------------------------
+
+import numpy as np  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_names = st.text(alphabet="abcdefgh_é", min_size=1, max_size=5)
+_values = st.one_of(
+    st.lists(st.integers(-(1 << 63), (1 << 63) - 1), max_size=4).map(lambda v: np.array(v, np.int64)),
+    st.lists(st.floats(width=32, allow_nan=False), max_size=4).map(lambda v: np.array(v, np.float32)),
+    st.lists(st.binary(max_size=6), max_size=4).map(lambda v: np.array(v, dtype=object) if v else np.array([], object)),
+)
+
+
+def _tf_feature(value: np.ndarray):
+    if value.dtype == np.int64:
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=value.tolist()))
+    if value.dtype == np.float32:
+        return tf.train.Feature(float_list=tf.train.FloatList(value=value.tolist()))
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=list(value)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(_names, _values, max_size=5))
+def test_examples_match_protobuf_deterministic_bytes(features: dict) -> None:
+    proto = tf.train.Example(features=tf.train.Features(feature={k: _tf_feature(v) for k, v in features.items()}))
+    expected = proto.SerializeToString(deterministic=True)
+    assert rk.encode_example(features) == expected
+    assert rk.train.Example.FromString(expected).SerializeToString() == expected
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["a", "b", "c"]), st.lists(st.integers(-5, 5), max_size=3), max_size=3), max_size=6))
+def test_parse_example_matches_tensorflow(rows: list) -> None:
+    records = [rk.encode_example({k: np.array(v, np.int64) for k, v in row.items()}) for row in rows]
+    specs = {
+        "a": (rk.VarLenFeature("int64"), tf.io.VarLenFeature(tf.int64)),
+        "b": (rk.RaggedFeature("int64", row_splits_dtype="int64"), tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64)),
+        "c": (rk.FixedLenFeature([1], "int64", default_value=[9]), tf.io.FixedLenFeature([1], tf.int64, default_value=[9])),
+    }
+    try:
+        want = tf.io.parse_example(tf.constant(records, dtype=tf.string), {k: v[1] for k, v in specs.items()})
+    except tf.errors.InvalidArgumentError:
+        with pytest.raises(rk.ParseError):
+            rk.parse_example(records, {k: v[0] for k, v in specs.items()})
+        return
+    got = rk.parse_example(records, {k: v[0] for k, v in specs.items()})
+    assert got["a"].indices.tolist() == want["a"].indices.numpy().tolist()
+    assert got["a"].values.tolist() == want["a"].values.numpy().tolist()
+    assert got["a"].dense_shape.tolist() == want["a"].dense_shape.numpy().tolist()
+    assert got["b"].row_splits.tolist() == want["b"].row_splits.numpy().tolist()
+    assert got["b"].values.tolist() == want["b"].flat_values.numpy().tolist()
+    assert got["c"].tolist() == want["c"].numpy().tolist()
+
+
+def test_tensorflow_reads_write_examples(tmp_path: Path) -> None:
+    columns = {"label": np.arange(50), "vec": np.random.rand(50, 3).astype(np.float32),
+               "name": [f"n{i}".encode() for i in range(50)], "tokens": [list(range(i % 4)) for i in range(50)]}
+    paths = rk.write_examples(tmp_path / "w.tfrecord.gz", columns, compression="gzip", shards=2)
+    spec = {"label": tf.io.FixedLenFeature([], tf.int64), "vec": tf.io.FixedLenFeature([3], tf.float32),
+            "name": tf.io.FixedLenFeature([], tf.string), "tokens": tf.io.VarLenFeature(tf.int64)}
+    ds = tf.data.TFRecordDataset([str(p) for p in paths], compression_type="GZIP").batch(100).map(
+        lambda b: tf.io.parse_example(b, spec))
+    batch = next(iter(ds))
+    assert batch["label"].numpy().tolist() == list(range(50))
+    assert np.array_equal(batch["vec"].numpy(), columns["vec"])
+    assert batch["name"].numpy().tolist() == columns["name"]
+    assert tf.sparse.to_dense(batch["tokens"]).numpy().tolist() == rk.parse_example(
+        [r for p in paths for r in rk.TFRecordReader(p)], {"tokens": rk.VarLenFeature("int64")})["tokens"].to_dense().tolist()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                                   "uint16", "uint32", "uint64", "bool", "complex64", "complex128", "string"])
+def test_serialize_tensor_matches_tensorflow(dtype: str) -> None:
+    rng = np.random.default_rng(3)
+    if dtype == "string":
+        array = np.array([[b"a", b""], [b"\xff\x00", b"xyz"]], dtype=object)
+    elif dtype == "bool":
+        array = rng.random((2, 3)) > 0.5
+    elif dtype.startswith("complex"):
+        array = (rng.random((2, 2)) + 1j * rng.random((2, 2))).astype(dtype)
+    else:
+        array = (rng.random((3, 2)) * 100).astype(dtype)
+    tf_bytes = tf.io.serialize_tensor(tf.constant(array)).numpy()
+    assert rk.serialize_tensor(array) == tf_bytes
+    back = rk.parse_tensor(tf_bytes, dtype)
+    assert back.tolist() == array.tolist()
+    scalar = np.array(array.reshape(-1)[0], dtype=array.dtype)
+    assert rk.serialize_tensor(scalar) == tf.io.serialize_tensor(tf.constant(scalar)).numpy()

@@ -478,6 +478,12 @@ class RepeatedMessages(list):
         return (list, (list(self),))
 
 
+def wire_key_order(key: str) -> tuple[int, ...]:
+    """Sort key for map entries on the wire: the order ``map_key_order`` in the
+    Rust core gives (upb's: byte-wise, a longer key before its own prefix)."""
+    return (*key.encode(), 256)
+
+
 def map_text(field: str, entries: dict, value_text: Callable[[Any], list[str]]) -> list[str]:
     """Text of a map field: one block per entry, keys in ascending order."""
     lines: list[str] = []

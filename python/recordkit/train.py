@@ -30,6 +30,7 @@ from recordkit._messages import (
     map_text,
     text_bytes,
     text_float32,
+    wire_key_order,
 )
 
 __all__ = [
@@ -289,7 +290,7 @@ class FeatureLists(Message):
     def _serialize(self) -> bytes:
         return b"".join(
             len_field(1, len_field(1, key.encode()) + len_field(2, self._feature_list[key]._serialize()))
-            for key in sorted(self._feature_list, key=lambda k: k.encode())
+            for key in sorted(self._feature_list, key=wire_key_order)
         )
 
     def _parse(self, data: bytes) -> None:

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::columns::{parse_examples, parse_sequence_examples, Buffer, Column, DType, Request, SequenceColumn};
 use crate::error::Error;
 use crate::example::{
-    entry_feature, feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, for_each_step,
+    entry_feature, feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, for_each_step, map_key_order,
     put_example, put_feature_map, put_sequence_example, Feature, Kind, Schema, Steps, Values,
 };
 use crate::py::files::Payload;
@@ -361,8 +361,7 @@ fn held_entries<'py>(entries: &Bound<'py, PyAny>) -> PyResult<Vec<Entry<'py>>> {
         };
         out.push((key.into_bytes(), held));
     }
-    // Deterministic serialization: map keys sorted byte-wise.
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| map_key_order(&a.0, &b.0));
     Ok(out)
 }
 
@@ -401,7 +400,7 @@ pub fn encode_sequence<'py>(py: Python<'py>, context: &Bound<'py, PyAny>, lists:
         }
         held_lists.push((key.into_bytes(), held));
     }
-    held_lists.sort_by(|a, b| a.0.cmp(&b.0));
+    held_lists.sort_by(|a, b| map_key_order(&a.0, &b.0));
     let context_flats: Vec<(&[u8], Option<Flat<'_>>)> =
         context.iter().map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?))).collect::<PyResult<_>>()?;
     let context_values: Vec<(&[u8], Option<Values<'_>>)> = context_flats.iter().map(|(k, f)| (*k, f.as_ref().map(Flat::all))).collect();

@@ -12,7 +12,7 @@ use numpy::PyReadonlyArray1;
 
 use crate::columns::parse_examples;
 use crate::compression::{Compression, Encoder, Inflater};
-use crate::example::{put_example, put_feature_map, Schema, Values};
+use crate::example::{map_key_order, put_example, put_feature_map, Schema, Values};
 use crate::py::codec::{columns_to_py, requests, ColumnSource, Held};
 use crate::error::{Error, Result};
 use crate::framing::{write_ofrecord, write_tfrecord, Format, Scanner, Span};
@@ -310,7 +310,7 @@ impl PyRecordWriter {
                 item?.extract()?;
             held.push((key, Held::extract(&kind, &values)?, splits, present));
         }
-        held.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        held.sort_by(|a, b| map_key_order(a.0.as_bytes(), b.0.as_bytes()));
         let not_contiguous = |_| Error::InvalidArgument("splits and masks must be contiguous arrays".into());
         let mut sources = Vec::with_capacity(held.len());
         for (key, values, splits, present) in &held {
