@@ -41,6 +41,7 @@ from recordkit.parsing import (
     parse_single_example,
     parse_single_sequence_example,
 )
+from recordkit.images import image_shape
 from recordkit.tensors import parse_tensor, serialize_tensor
 from recordkit.records import (
     DamagedRegion,
@@ -89,6 +90,7 @@ __all__ = [
     "parse_single_sequence_example",
     "serialize_tensor",
     "parse_tensor",
+    "image_shape",
     "TFRecordReader",
     "TFRecordWriter",
     "OFRecordReader",

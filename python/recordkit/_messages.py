@@ -362,6 +362,17 @@ class OneofFeature(Message):
         self._kind, self._list = name, child
         self._notify()
 
+    @classmethod
+    def converted(cls, other: "OneofFeature") -> "OneofFeature":
+        """A Feature of this class holding ``other``'s list (TensorFlow's and
+        OneFlow's share the kind names ``bytes_list``, ``float_list``, ``int64_list``)."""
+        kind, values = other.kind_and_values
+        if kind is not None and kind not in cls._KINDS:
+            raise TypeError(f"{cls.__name__} cannot hold a {kind}")
+        feature = cls()
+        feature._load(kind, values)
+        return feature
+
     @property
     def kind_and_values(self) -> tuple[str | None, Any]:
         """``(kind name, values for the encoder)``."""
@@ -430,6 +441,8 @@ class MessageMap(dict):
         if not isinstance(key, str):
             raise TypeError(f"map keys are str, not {type(key).__name__}")
         expected = type(self._factory())
+        if not isinstance(value, expected) and isinstance(value, OneofFeature) and issubclass(expected, OneofFeature):
+            value = expected.converted(value)
         if not isinstance(value, expected):
             raise TypeError(f"map values are {expected.__name__}, not {type(value).__name__}")
         super().__setitem__(key, self._adopt(value))
