@@ -70,48 +70,134 @@ impl Schema {
 }
 
 // --- decoding --------------------------------------------------------------
+//
+// Every writer lays messages out the same way (`0a len` map entries holding
+// `0a key 12 value`, one kind per Feature, one packed run per list). Each
+// reader below takes that layout directly and hands the rest of a message to
+// the generic field reader from the first byte that departs from it, so any
+// valid protobuf encoding decodes the same, only slower.
 
-/// The key of a map entry (the last key field; empty when absent).
-fn entry_key(entry: &[u8]) -> Result<&[u8], Malformed> {
-    let mut key: &[u8] = &[];
-    let mut r = Reader::new(entry);
-    while let Some((n, v)) = r.field()? {
-        if let (1, Value::Len(k)) = (n, v) {
-            key = k;
-        }
+/// Reads the LEN field with tag byte `tag` at `*pos`, if that is what is there.
+#[inline(always)]
+fn len_field_at<'a>(buf: &'a [u8], pos: &mut usize, tag: u8) -> Option<&'a [u8]> {
+    if *buf.get(*pos)? != tag {
+        return None;
     }
-    Ok(key)
+    let (len, used) = read_varint(&buf[*pos + 1..]).ok()?;
+    let start = *pos + 1 + used;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
+    if end > buf.len() {
+        return None;
+    }
+    *pos = end;
+    Some(&buf[start..end])
 }
 
-/// Calls `f(key, entry)` for each entry of a `map<string, ...>` message.
-pub fn for_each_entry<'a>(map: &'a [u8], f: &mut impl FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed> {
-    let mut r = Reader::new(map);
-    while let Some((n, v)) = r.field()? {
-        if let (1, Value::Len(entry)) = (n, v) {
-            f(entry_key(entry)?, entry);
+/// Calls `f` with the payload of every LEN field number 1 of `message`.
+#[inline]
+fn for_each_field_one<'a>(message: &'a [u8], f: &mut impl FnMut(&'a [u8]) -> Result<(), Malformed>) -> Result<(), Malformed> {
+    let mut pos = 0;
+    while pos < message.len() {
+        match len_field_at(message, &mut pos, 0x0a) {
+            Some(payload) => f(payload)?,
+            None => {
+                let mut r = Reader::new(&message[pos..]);
+                while let Some((n, v)) = r.field()? {
+                    if let (1, Value::Len(payload)) = (n, v) {
+                        f(payload)?;
+                    }
+                }
+                break;
+            }
         }
     }
     Ok(())
 }
 
-/// Calls `f(key, entry)` for each feature of an Example: the entries of every
+/// A map entry: its key and where its value is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry<'a> {
+    pub key: &'a [u8],
+    /// The value message when the entry is laid out as `key, value`; None
+    /// when it must be assembled from the whole entry (`raw`).
+    value: Option<&'a [u8]>,
+    raw: &'a [u8],
+}
+
+impl<'a> Entry<'a> {
+    fn parse(raw: &'a [u8]) -> Result<Entry<'a>, Malformed> {
+        let mut pos = 0;
+        if let Some(key) = len_field_at(raw, &mut pos, 0x0a) {
+            if pos == raw.len() {
+                return Ok(Entry { key, value: Some(&[]), raw });
+            }
+            if let Some(value) = len_field_at(raw, &mut pos, 0x12) {
+                if pos == raw.len() {
+                    return Ok(Entry { key, value: Some(value), raw });
+                }
+            }
+        }
+        // Anything else: the last key wins, and every value field merges.
+        let mut key: &[u8] = &[];
+        let mut r = Reader::new(raw);
+        while let Some((n, v)) = r.field()? {
+            if let (1, Value::Len(k)) = (n, v) {
+                key = k;
+            }
+        }
+        Ok(Entry { key, value: None, raw })
+    }
+
+    /// The value messages (normally exactly one). `raw` was validated by `parse`.
+    fn values(&self) -> impl Iterator<Item = &'a [u8]> {
+        let single = self.value;
+        let mut r = Reader::new(if single.is_some() { &[] } else { self.raw });
+        single.into_iter().chain(std::iter::from_fn(move || loop {
+            match r.field() {
+                Ok(Some((2, Value::Len(v)))) => return Some(v),
+                Ok(Some(_)) => continue,
+                _ => return None,
+            }
+        }))
+    }
+
+    /// The Feature this entry holds.
+    pub fn feature(&self, schema: Schema) -> Result<Feature<'a>, Malformed> {
+        match self.value {
+            Some(value) => feature(value, schema),
+            None => decode_feature(self.values(), schema),
+        }
+    }
+
+    /// Calls `f(step)` for each Feature of the FeatureList this entry holds.
+    pub fn for_each_step(&self, f: &mut impl FnMut(&'a [u8]) -> Result<(), Malformed>) -> Result<(), Malformed> {
+        for list in self.values() {
+            for_each_field_one(list, f)?;
+        }
+        Ok(())
+    }
+}
+
+/// Calls `f(entry)` for each entry of a `map<string, ...>` message.
+pub fn for_each_entry<'a>(map: &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<(), Malformed> {
+    for_each_field_one(map, &mut |raw| {
+        f(Entry::parse(raw)?);
+        Ok(())
+    })
+}
+
+/// Calls `f(entry)` for each feature of an Example: the entries of every
 /// `features` field, in order (protobuf merges repeated sub-messages).
-pub fn for_each_example_entry<'a>(example: &'a [u8], f: &mut impl FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed> {
-    let mut r = Reader::new(example);
-    while let Some((n, v)) = r.field()? {
-        if let (1, Value::Len(features)) = (n, v) {
-            for_each_entry(features, f)?;
-        }
-    }
-    Ok(())
+pub fn for_each_example_entry<'a>(example: &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<(), Malformed> {
+    for_each_field_one(example, &mut |features| for_each_entry(features, f))
 }
 
-/// Calls `context(key, entry)` for each context feature and `lists(key, entry)`
-/// for each feature list of a SequenceExample.
+/// Calls `context(entry)` for each context feature and `lists(entry)` for
+/// each feature list of a SequenceExample.
 pub fn for_each_sequence_entry<'a>(
     sequence: &'a [u8],
-    context: &mut impl FnMut(&'a [u8], &'a [u8]),
-    lists: &mut impl FnMut(&'a [u8], &'a [u8]),
+    context: &mut impl FnMut(Entry<'a>),
+    lists: &mut impl FnMut(Entry<'a>),
 ) -> Result<(), Malformed> {
     let mut r = Reader::new(sequence);
     while let Some((n, v)) = r.field()? {
@@ -119,32 +205,6 @@ pub fn for_each_sequence_entry<'a>(
             (1, Value::Len(features)) => for_each_entry(features, context)?,
             (2, Value::Len(feature_lists)) => for_each_entry(feature_lists, lists)?,
             _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The value messages of a map entry (field 2; normally exactly one). The
-/// entry was validated by `for_each_entry`, so reading it cannot fail.
-fn entry_values(entry: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut r = Reader::new(entry);
-    std::iter::from_fn(move || loop {
-        match r.field() {
-            Ok(Some((2, Value::Len(v)))) => return Some(v),
-            Ok(Some(_)) => continue,
-            _ => return None,
-        }
-    })
-}
-
-/// Calls `f(step)` for each Feature of the FeatureList held by a map entry.
-pub fn for_each_step<'a>(entry: &'a [u8], f: &mut impl FnMut(&'a [u8]) -> Result<(), Malformed>) -> Result<(), Malformed> {
-    for list in entry_values(entry) {
-        let mut r = Reader::new(list);
-        while let Some((n, v)) = r.field()? {
-            if let (1, Value::Len(step)) = (n, v) {
-                f(step)?;
-            }
         }
     }
     Ok(())
@@ -160,13 +220,18 @@ pub struct Feature<'a> {
     more: Vec<&'a [u8]>,
 }
 
-/// Decodes the Feature a map entry holds.
-pub fn entry_feature(entry: &[u8], schema: Schema) -> Result<Feature<'_>, Malformed> {
-    decode_feature(entry_values(entry), schema)
-}
-
 /// Decodes one Feature message (for example a step of a FeatureList).
 pub fn feature(message: &[u8], schema: Schema) -> Result<Feature<'_>, Malformed> {
+    if let Some(&tag) = message.first() {
+        if let Some(kind) = (tag & 7 == 2).then(|| schema.kind(u32::from(tag >> 3))).flatten() {
+            let mut pos = 0;
+            if let Some(list) = len_field_at(message, &mut pos, tag) {
+                if pos == message.len() {
+                    return Ok(Feature { kind: Some(kind), first: list, more: Vec::new() });
+                }
+            }
+        }
+    }
     decode_feature(std::iter::once(message), schema)
 }
 
@@ -249,7 +314,31 @@ impl<'a> Feature<'a> {
         self.varints(|v| out.push(v as i32))
     }
 
+    /// The packed payload when the feature is one list holding one packed run.
+    #[inline]
+    fn single_packed(&self) -> Option<&'a [u8]> {
+        if !self.more.is_empty() || self.kind.is_none() {
+            return None;
+        }
+        let mut pos = 0;
+        let payload = len_field_at(self.first, &mut pos, 0x0a)?;
+        (pos == self.first.len()).then_some(payload)
+    }
+
     fn varints(&self, mut push: impl FnMut(u64)) -> Result<(), Malformed> {
+        if let Some(mut p) = self.single_packed() {
+            while let Some(&b) = p.first() {
+                if b < 0x80 {
+                    push(u64::from(b));
+                    p = &p[1..];
+                } else {
+                    let (x, used) = read_varint(p)?;
+                    push(x);
+                    p = &p[used..];
+                }
+            }
+            return Ok(());
+        }
         self.each(|v| {
             match v {
                 Value::Varint(x) => push(x),
@@ -267,6 +356,11 @@ impl<'a> Feature<'a> {
     }
 
     pub fn floats(&self, out: &mut Vec<f32>) -> Result<(), Malformed> {
+        if let Some(p) = self.single_packed() {
+            packed_fixed(p, 4)?;
+            out.extend(p.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())));
+            return Ok(());
+        }
         self.each(|v| {
             match v {
                 Value::Fixed32(x) => out.push(f32::from_bits(x)),
@@ -295,6 +389,12 @@ impl<'a> Feature<'a> {
     }
 
     pub fn bytes(&self, out: &mut Vec<&'a [u8]>) -> Result<(), Malformed> {
+        if self.more.is_empty() && self.kind.is_some() {
+            return for_each_field_one(self.first, &mut |b| {
+                out.push(b);
+                Ok(())
+            });
+        }
         self.each(|v| {
             if let Value::Len(b) = v {
                 out.push(b);
@@ -410,34 +510,58 @@ impl Values<'_> {
     }
 }
 
-/// Size of the map entry `key -> feature` (feature `None`: a Feature with no kind).
-pub fn entry_len(key: &[u8], value: Option<&Values<'_>>) -> usize {
-    len_field_size(1, key.len()) + len_field_size(2, value.map_or(0, Values::feature_len))
+/// Size of the map entry `key -> Feature` whose list message is `list_len` bytes
+/// (`None`: a Feature with no kind).
+fn entry_len(key: &[u8], list_len: Option<usize>) -> usize {
+    len_field_size(1, key.len()) + len_field_size(2, list_len.map_or(0, |n| len_field_size(1, n)))
 }
 
-/// Writes map entries (field 1) for features already sorted by key.
-pub fn put_feature_map(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema) -> Result<(), Malformed> {
-    for (key, value) in entries {
-        put_len_header(out, 1, entry_len(key, value.as_ref()));
+/// Writes map entries (field 1) for features already in key order, each
+/// list's size computed once.
+fn put_entries(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], list_lens: &[Option<usize>], schema: Schema) -> Result<(), Malformed> {
+    for ((key, value), &list_len) in entries.iter().zip(list_lens) {
+        put_len_header(out, 1, entry_len(key, list_len));
         put_len_header(out, 1, key.len());
         out.extend_from_slice(key);
-        put_len_header(out, 2, value.as_ref().map_or(0, Values::feature_len));
-        if let Some(v) = value {
-            v.put_feature(out, schema)?;
+        put_len_header(out, 2, list_len.map_or(0, |n| len_field_size(1, n)));
+        if let (Some(values), Some(n)) = (value, list_len) {
+            let field = schema.field(values.kind()).ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
+            put_len_header(out, field, n);
+            values.put_list(out);
         }
     }
     Ok(())
 }
 
-/// Size of the map message `put_feature_map` writes.
-pub fn feature_map_len(entries: &[(&[u8], Option<Values<'_>>)]) -> usize {
-    entries.iter().map(|(k, v)| len_field_size(1, entry_len(k, v.as_ref()))).sum()
+/// Writes a feature map (an OFRecord, or TensorFlow's `Features`), and with
+/// `wrap` the Example around it. Entries must be in key order.
+pub fn put_features(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema, wrap: bool) -> Result<(), Malformed> {
+    let mut small = [None; 32];
+    let mut large = Vec::new();
+    let list_lens: &mut [Option<usize>] = if entries.len() <= small.len() {
+        &mut small[..entries.len()]
+    } else {
+        large.resize(entries.len(), None);
+        &mut large
+    };
+    for ((_, value), slot) in entries.iter().zip(list_lens.iter_mut()) {
+        *slot = value.as_ref().map(Values::list_len);
+    }
+    if wrap {
+        let map_len: usize = entries.iter().zip(list_lens.iter()).map(|((k, _), &n)| len_field_size(1, entry_len(k, n))).sum();
+        put_len_header(out, 1, map_len);
+    }
+    put_entries(out, entries, list_lens, schema)
 }
 
-/// Writes an Example (`Example { features { feature: entries } }`), entries sorted by key.
+/// Writes a feature map without the Example around it.
+pub fn put_feature_map(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema) -> Result<(), Malformed> {
+    put_features(out, entries, schema, false)
+}
+
+/// Writes an Example (`Example { features { feature: entries } }`), entries in key order.
 pub fn put_example(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)]) -> Result<(), Malformed> {
-    put_len_header(out, 1, feature_map_len(entries));
-    put_feature_map(out, entries, Schema::TensorFlow)
+    put_features(out, entries, Schema::TensorFlow, true)
 }
 
 /// A feature list for encoding: its steps (`None`: a Feature with no kind).
@@ -478,20 +602,19 @@ mod tests {
 
     fn example(entries: &[(&[u8], Option<Values<'_>>)]) -> Vec<u8> {
         let mut out = Vec::new();
-        put_len_header(&mut out, 1, feature_map_len(entries));
-        put_feature_map(&mut out, entries, Schema::TensorFlow).unwrap();
+        put_example(&mut out, entries).unwrap();
         out
     }
 
     fn decode(bytes: &[u8]) -> Vec<(Vec<u8>, Option<Kind>, Vec<i64>)> {
         let mut out = Vec::new();
-        for_each_example_entry(bytes, &mut |k, e| {
-            let f = entry_feature(e, Schema::TensorFlow).unwrap();
+        for_each_example_entry(bytes, &mut |e| {
+            let f = e.feature(Schema::TensorFlow).unwrap();
             let mut v = Vec::new();
             if f.kind == Some(Kind::Int64) {
                 f.int64s(&mut v).unwrap();
             }
-            out.push((k.to_vec(), f.kind, v));
+            out.push((e.key.to_vec(), f.kind, v));
         })
         .unwrap();
         out

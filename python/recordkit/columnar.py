@@ -102,18 +102,20 @@ def shard_names(path: str | os.PathLike[str], shards: int) -> list[str]:
 Column = tuple[str, np.ndarray | list, np.ndarray, "np.ndarray | None"]  # kind, values, splits, present
 
 
+_STRING_TYPES = frozenset({bytes, str, np.bytes_, np.str_, bytearray})
+
+
 def _kind_of(values: np.ndarray, schema: str, name: str) -> tuple[str, Any]:
     """The list kind for a flat array, and the values converted to it."""
     kind = values.dtype.kind
     if kind in "OSU":
-        out = []
-        for v in values.tolist():
-            if isinstance(v, str):
-                v = v.encode()
-            elif not isinstance(v, (bytes, bytearray)):
-                raise TypeError(f"column {name!r}: a string column holds bytes or str, not {v!r} ({type(v).__name__})")
-            out.append(bytes(v))
-        return "bytes_list", out
+        # The Rust encoder takes bytes and str (as UTF-8) elements directly.
+        objects = values if kind == "O" else values.astype(object)
+        odd = set(map(type, objects)) - _STRING_TYPES
+        if odd:
+            bad = next(v for v in objects if type(v) in odd)
+            raise TypeError(f"column {name!r}: a string column holds bytes or str, not {bad!r} ({type(bad).__name__})")
+        return "bytes_list", objects
     if kind == "b":
         values = values.astype(np.int64)
         kind = "i"
@@ -138,7 +140,7 @@ def _kind_of(values: np.ndarray, schema: str, name: str) -> tuple[str, Any]:
 def _from_array(name: str, array: np.ndarray, schema: str) -> tuple[int, Column]:
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
-    if array.dtype == object and array.ndim == 1 and any(isinstance(v, (list, tuple, np.ndarray)) or v is None for v in array):
+    if array.dtype == object and array.ndim == 1 and not set(map(type, array)) <= _STRING_TYPES:
         return _from_lists(name, list(array), schema)
     kind, values = _kind_of(array.reshape(-1), schema, name)
     return rows, (kind, values, np.arange(0, rows * width + 1, width, dtype=np.int64), None)
@@ -246,6 +248,8 @@ def _write(writer: Any, rows: int, columns: dict[str, Column], start: int, end: 
     for name, (kind, values, splits, present) in columns.items():
         lo, hi = int(splits[start]), int(splits[end])
         part = values[lo:hi]
+        if isinstance(part, np.ndarray) and part.dtype == object:
+            part = part.tolist()  # Rust iterates a list far faster than an object array
         batch.append((name, kind, part, np.ascontiguousarray(splits[start : end + 1] - lo), None if present is None else np.ascontiguousarray(present[start:end])))
     writer._native.write_columns(end - start, batch, schema)
 

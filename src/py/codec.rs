@@ -5,13 +5,12 @@ use std::collections::HashMap;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{parse_examples, parse_sequence_examples, Buffer, Column, DType, Request, SequenceColumn};
 use crate::error::Error;
 use crate::example::{
-    entry_feature, feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, for_each_step, map_key_order,
+    feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, map_key_order, Entry,
     put_example, put_feature_map, put_sequence_example, Feature, Kind, Schema, Steps, Values,
 };
 use crate::py::files::Payload;
@@ -162,27 +161,20 @@ fn utf8_key(key: &[u8]) -> PyResult<&str> {
     })
 }
 
-/// `dedup` for entries already collected.
-fn dedup<'a>(entries: Vec<(&'a [u8], &'a [u8])>) -> Vec<(&'a [u8], &'a [u8])> {
-    let mut order: Vec<(&'a [u8], &'a [u8])> = Vec::new();
-    let mut seen: HashMap<&'a [u8], usize> = HashMap::new();
-    for (key, entry) in entries {
-        match seen.get(key) {
-            Some(&i) => order[i].1 = entry,
+/// Keeps the last entry of each key, in order of first appearance.
+fn dedup(entries: Vec<Entry<'_>>) -> Vec<Entry<'_>> {
+    let mut order: Vec<Entry<'_>> = Vec::new();
+    let mut seen: HashMap<&[u8], usize> = HashMap::new();
+    for entry in entries {
+        match seen.get(entry.key) {
+            Some(&i) => order[i] = entry,
             None => {
-                seen.insert(key, order.len());
-                order.push((key, entry));
+                seen.insert(entry.key, order.len());
+                order.push(entry);
             }
         }
     }
     order
-}
-
-/// Keeps the last entry of each key, in order of first appearance.
-fn last_entries<'a>(visit: impl FnOnce(&mut dyn FnMut(&'a [u8], &'a [u8])) -> Result<(), Malformed>) -> PyResult<Vec<(&'a [u8], &'a [u8])>> {
-    let mut all = Vec::new();
-    visit(&mut |key, entry| all.push((key, entry))).map_err(malformed)?;
-    Ok(dedup(all))
 }
 
 /// Decodes a feature map: an Example's (`container="example"`) or a bare
@@ -193,15 +185,17 @@ fn last_entries<'a>(visit: impl FnOnce(&mut dyn FnMut(&'a [u8], &'a [u8])) -> Re
 pub fn decode_features<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, schema: &str, container: &str) -> PyResult<Bound<'py, PyDict>> {
     let payload = Payload::extract(data)?;
     let schema = self::schema(schema)?;
-    let entries = match container {
-        "example" => last_entries(|f| for_each_example_entry(&payload, &mut |k, e| f(k, e)))?,
-        "map" => last_entries(|f| for_each_entry(&payload, &mut |k, e| f(k, e)))?,
+    let mut entries = Vec::new();
+    match container {
+        "example" => for_each_example_entry(&payload, &mut |e| entries.push(e)),
+        "map" => for_each_entry(&payload, &mut |e| entries.push(e)),
         _ => return Err(PyValueError::new_err(format!("unknown container {container:?}"))),
-    };
+    }
+    .map_err(malformed)?;
     let out = PyDict::new(py);
-    for (key, entry) in entries {
-        let f = entry_feature(entry, schema).map_err(malformed)?;
-        out.set_item(utf8_key(key)?, feature_to_py(py, &f)?)?;
+    for entry in dedup(entries) {
+        let f = entry.feature(schema).map_err(malformed)?;
+        out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
     }
     Ok(out)
 }
@@ -213,17 +207,17 @@ pub fn decode_sequence<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResu
     let payload = Payload::extract(data)?;
     let mut context = Vec::new();
     let mut lists = Vec::new();
-    for_each_sequence_entry(&payload, &mut |k, e| context.push((k, e)), &mut |k, e| lists.push((k, e))).map_err(malformed)?;
+    for_each_sequence_entry(&payload, &mut |e| context.push(e), &mut |e| lists.push(e)).map_err(malformed)?;
     let context_out = PyDict::new(py);
-    for (key, entry) in dedup(context) {
-        let f = entry_feature(entry, Schema::TensorFlow).map_err(malformed)?;
-        context_out.set_item(utf8_key(key)?, feature_to_py(py, &f)?)?;
+    for entry in dedup(context) {
+        let f = entry.feature(Schema::TensorFlow).map_err(malformed)?;
+        context_out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
     }
     let lists_out = PyDict::new(py);
-    for (key, entry) in dedup(lists) {
+    for entry in dedup(lists) {
         let steps = PyList::empty(py);
         let mut failure = None;
-        for_each_step(entry, &mut |message| {
+        entry.for_each_step(&mut |message| {
             match feature(message, Schema::TensorFlow).map_err(malformed).and_then(|f| feature_to_py(py, &f)) {
                 Ok(step) => steps.append(step).map_err(|_| Malformed("append failed"))?,
                 Err(e) => failure = Some(e),
@@ -234,7 +228,7 @@ pub fn decode_sequence<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResu
         if let Some(e) = failure {
             return Err(e);
         }
-        lists_out.set_item(utf8_key(key)?, steps)?;
+        lists_out.set_item(utf8_key(entry.key)?, steps)?;
     }
     Ok((context_out, lists_out))
 }
@@ -281,7 +275,7 @@ pub fn encode_list<'py>(py: Python<'py>, kind: &str, values: &Bound<'py, PyAny>)
 /// Values for encoding, borrowed from Python objects (NumPy arrays of the
 /// kind's dtype, or a list of bytes).
 pub enum Held<'py> {
-    Bytes(Vec<PyBackedBytes>),
+    Bytes(Vec<Payload>),
     Float(PyReadonlyArray1<'py, f32>),
     Double(PyReadonlyArray1<'py, f64>),
     Int32(PyReadonlyArray1<'py, i32>),
@@ -292,7 +286,7 @@ impl<'py> Held<'py> {
     pub fn extract(kind: &str, values: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
         let wrong = |e: PyErr| PyTypeError::new_err(format!("values for a {kind} must be a contiguous array of its dtype: {e}"));
         Ok(match kind_by_name(kind)? {
-            Kind::Bytes => Held::Bytes(values.try_iter()?.map(|v| v?.extract::<PyBackedBytes>().map_err(Into::into)).collect::<PyResult<_>>()?),
+            Kind::Bytes => Held::Bytes(values.try_iter()?.map(|v| Payload::extract(&v?)).collect::<PyResult<_>>()?),
             Kind::Float => Held::Float(values.extract().map_err(wrong)?),
             Kind::Double => Held::Double(values.extract().map_err(wrong)?),
             Kind::Int32 => Held::Int32(values.extract().map_err(wrong)?),
@@ -349,10 +343,10 @@ impl Flat<'_> {
     }
 }
 
-type Entry<'py> = (Vec<u8>, Option<Held<'py>>);
+type HeldEntry<'py> = (Vec<u8>, Option<Held<'py>>);
 
-fn held_entries<'py>(entries: &Bound<'py, PyAny>) -> PyResult<Vec<Entry<'py>>> {
-    let mut out: Vec<Entry<'py>> = Vec::new();
+fn held_entries<'py>(entries: &Bound<'py, PyAny>) -> PyResult<Vec<HeldEntry<'py>>> {
+    let mut out: Vec<HeldEntry<'py>> = Vec::new();
     for item in entries.try_iter()? {
         let (key, kind, values): (String, Option<String>, Bound<'py, PyAny>) = item?.extract()?;
         let held = match kind {

@@ -12,7 +12,7 @@ use numpy::PyReadonlyArray1;
 
 use crate::columns::parse_examples;
 use crate::compression::{Compression, Encoder, Inflater};
-use crate::example::{map_key_order, put_example, put_feature_map, Schema, Values};
+use crate::example::{map_key_order, put_features, Schema, Values};
 use crate::py::codec::{columns_to_py, requests, ColumnSource, Held};
 use crate::error::{Error, Result};
 use crate::framing::{write_ofrecord, write_tfrecord, Format, Scanner, Span};
@@ -340,11 +340,8 @@ impl PyRecordWriter {
                     }
                 }
                 message.clear();
-                match schema {
-                    Schema::TensorFlow => put_example(&mut message, &entries),
-                    Schema::OneFlow => put_feature_map(&mut message, &entries, schema),
-                }
-                .map_err(|m| Error::InvalidArgument(m.0.to_string()))?;
+                put_features(&mut message, &entries, schema, schema == Schema::TensorFlow)
+                    .map_err(|m| Error::InvalidArgument(m.0.to_string()))?;
                 match format {
                     Format::TfRecord => write_tfrecord(sink, &message),
                     Format::OfRecord => write_ofrecord(sink, &message),

@@ -1,0 +1,178 @@
+"""Example-layer benchmark: recordkit vs TensorFlow 2.21 on the same files, same process.
+
+1. Read + verify + parse the tutorial's four-feature records (1 M) into NumPy
+   columns, single thread: recordkit's `read_examples(path, spec, 1024)` vs
+   TensorFlow's `TFRecordDataset(path).batch(1024).map(parse_example)` limited
+   to one thread. Target: >= 15 x.
+2. The same on 150 KB records (one bytes feature + a label): target >= 3 x
+   TensorFlow and >= 3 GB/s from the page cache.
+3. `write_examples` from NumPy columns vs TensorFlow writing the same records
+   already serialized (`tf.io.TFRecordWriter.write` per record). Target >= 10 x.
+4. `import recordkit` on top of `import numpy`, in fresh interpreters. Target < 50 ms.
+
+Usage: python benchmarks/bench_examples.py [--records N] [--large N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import DATA, best_of, import_tensorflow, require_release_build, warm  # noqa: E402
+
+import recordkit as rk  # noqa: E402
+
+SPEC = {
+    "feature0": rk.FixedLenFeature([], "int64", default_value=0),
+    "feature1": rk.FixedLenFeature([], "int64", default_value=0),
+    "feature2": rk.FixedLenFeature([], "string", default_value=""),
+    "feature3": rk.FixedLenFeature([], "float32", default_value=0.0),
+}
+LARGE_SPEC = {"image": rk.FixedLenFeature([], "string"), "label": rk.FixedLenFeature([], "int64")}
+
+
+def tutorial_columns(n: int) -> dict:
+    rng = np.random.default_rng(0)
+    feature1 = rng.integers(0, 5, n)
+    return {
+        "feature0": rng.choice([False, True], n),
+        "feature1": feature1,
+        "feature2": np.array([b"cat", b"dog", b"chicken", b"horse", b"goat"], dtype=object)[feature1],
+        "feature3": rng.standard_normal(n),
+    }
+
+
+def large_columns(n: int, size: int) -> dict:
+    pool = np.random.default_rng(1).bytes(size * 8)
+    return {"image": np.array([pool[(i % 7) * size // 7:][:size] for i in range(n)], dtype=object), "label": np.arange(n)}
+
+
+def rk_parse(path, spec, batch_size) -> int:
+    n = 0
+    for batch in rk.read_examples(path, spec, batch_size=batch_size):
+        n += len(batch["feature0" if "feature0" in spec else "label"])
+    return n
+
+
+def import_overhead(repeats: int) -> tuple[float, float]:
+    """Best-of wall times (s) of `import numpy` and `import numpy, recordkit` in fresh interpreters."""
+    def run(code: str) -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            out = subprocess.run([sys.executable, "-c", f"import time; t = time.perf_counter(); {code}; print(time.perf_counter() - t)"],
+                                 capture_output=True, text=True, check=True)
+            best = min(best, float(out.stdout))
+        return best
+    return run("import numpy"), run("import numpy, recordkit")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--large", type=int, default=4_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    require_release_build()
+    DATA.mkdir(exist_ok=True)
+    tf = import_tensorflow()
+    if tf:
+        # "One thread": TensorFlow's op and tf.data thread pools limited to one.
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+    print(f"recordkit {rk.__version__} ({rk._native.build_profile}); TensorFlow {tf.__version__ if tf else 'not installed'}; "
+          f"{os.cpu_count()} CPUs")
+    results: dict[str, float] = {}
+
+    # 1. tutorial records
+    columns = tutorial_columns(args.records)
+    path = DATA / f"tutorial-{args.records}.tfrecord"
+    if not path.exists():
+        rk.write_examples(path, columns)
+    warm(path)
+    t_rk, n = best_of(lambda: rk_parse(path, SPEC, 1024), args.repeats)
+    assert n == args.records
+    print(f"parse {n:,} tutorial records: recordkit {t_rk:.3f} s = {n / t_rk / 1e6:.2f} M records/s")
+    if tf:
+        tf_spec = {k: tf.io.FixedLenFeature([], {"int64": tf.int64, "string": tf.string, "float32": tf.float32}[v.dtype],
+                                            default_value=v.default_value) for k, v in SPEC.items()}
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = 1
+        options.threading.max_intra_op_parallelism = 1
+
+        def tf_parse() -> int:
+            ds = tf.data.TFRecordDataset(str(path)).batch(1024).map(lambda b: tf.io.parse_example(b, tf_spec)).with_options(options)
+            return sum(int(b["feature0"].shape[0]) for b in ds)
+
+        t_tf, n_tf = best_of(tf_parse, args.repeats)
+        assert n_tf == n
+        results["parse"] = t_tf / t_rk
+        print(f"parse {n:,} tutorial records: TensorFlow {t_tf:.3f} s = {n / t_tf / 1e6:.2f} M records/s  -> {results['parse']:.1f} x")
+
+    # 2. 150 KB records
+    large = DATA / f"examples-large-{args.large}.tfrecord"
+    if not large.exists():
+        rk.write_examples(large, large_columns(args.large, 150_000))
+    warm(large)
+    size = large.stat().st_size
+    for batch_size in (16, 256):
+        t_large, n_large = best_of(lambda: rk_parse(large, LARGE_SPEC, batch_size), args.repeats)
+        assert n_large == args.large
+        results[f"large_gbps_{batch_size}"] = size / t_large / 1e9
+        print(f"parse {args.large:,} x 150 KB (batch {batch_size}): recordkit {t_large:.3f} s = {size / t_large / 1e9:.2f} GB/s")
+    if tf:
+        tf_large_spec = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
+
+        def tf_large() -> int:
+            ds = tf.data.TFRecordDataset(str(large)).batch(16).map(lambda b: tf.io.parse_example(b, tf_large_spec)).with_options(options)
+            return sum(int(b["label"].shape[0]) for b in ds)
+
+        t_tf_large, _ = best_of(tf_large, args.repeats)
+        t_rk16 = size / results["large_gbps_16"] / 1e9
+        results["large"] = t_tf_large / t_rk16
+        print(f"parse {args.large:,} x 150 KB (batch 16): TensorFlow {t_tf_large:.3f} s = {size / t_tf_large / 1e9:.2f} GB/s"
+              f"  -> {results['large']:.1f} x")
+
+    # 3. writing
+    out = DATA / "written.tfrecord"
+    t_write, _ = best_of(lambda: rk.write_examples(out, columns), args.repeats)
+    print(f"write {args.records:,} Examples from columns: recordkit {t_write:.3f} s = {args.records / t_write / 1e6:.2f} M records/s")
+    if tf:
+        serialized = list(rk.TFRecordReader(out))
+        tf_out = str(DATA / "written-tf.tfrecord")
+
+        def tf_write() -> None:
+            with tf.io.TFRecordWriter(tf_out) as writer:
+                for record in serialized:
+                    writer.write(record)
+
+        t_tf_write, _ = best_of(tf_write, args.repeats)
+        assert open(tf_out, "rb").read() == out.read_bytes()
+        results["write"] = t_tf_write / t_write
+        print(f"write {args.records:,} pre-serialized records: TensorFlow {t_tf_write:.3f} s  -> {results['write']:.1f} x")
+        del serialized
+
+    # 4. import time
+    t_numpy, t_both = import_overhead(max(args.repeats, 7))
+    results["import_ms"] = (t_both - t_numpy) * 1e3
+    print(f"import: numpy {t_numpy * 1e3:.1f} ms, numpy + recordkit {t_both * 1e3:.1f} ms -> recordkit adds {results['import_ms']:.1f} ms")
+
+    print()
+    def verdict(ok: bool) -> str:
+        return "MET" if ok else "NOT MET"
+    if tf:
+        print(f"parse small records: {results['parse']:.1f} x TensorFlow (target >= 15): {verdict(results['parse'] >= 15)}")
+        print(f"parse 150 KB records: {results['large']:.1f} x TensorFlow (target >= 3): {verdict(results['large'] >= 3)}")
+        print(f"write from columns: {results['write']:.1f} x TensorFlow (target >= 10): {verdict(results['write'] >= 10)}")
+    best_gbps = max(results["large_gbps_16"], results["large_gbps_256"])
+    print(f"parse 150 KB records: {best_gbps:.2f} GB/s (target >= 3): {verdict(best_gbps >= 3)}")
+    print(f"import recordkit: +{results['import_ms']:.1f} ms (target < 50): {verdict(results['import_ms'] < 50)}")
+
+
+if __name__ == "__main__":
+    main()
