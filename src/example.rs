@@ -428,6 +428,9 @@ pub fn map_key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 #[derive(Clone, Copy, Debug)]
 pub enum Values<'a> {
     Bytes(&'a [&'a [u8]]),
+    /// Byte strings stored as NumPy's fixed-width `S` dtype does: `width`-byte
+    /// cells, each padded with trailing NULs (which are not part of the value).
+    FixedBytes { data: &'a [u8], width: usize },
     Float(&'a [f32]),
     Double(&'a [f64]),
     Int32(&'a [i32]),
@@ -437,7 +440,7 @@ pub enum Values<'a> {
 impl Values<'_> {
     pub fn kind(&self) -> Kind {
         match self {
-            Values::Bytes(_) => Kind::Bytes,
+            Values::Bytes(_) | Values::FixedBytes { .. } => Kind::Bytes,
             Values::Float(_) => Kind::Float,
             Values::Double(_) => Kind::Double,
             Values::Int32(_) => Kind::Int32,
@@ -448,7 +451,7 @@ impl Values<'_> {
     /// Bytes of the packed payload (not for bytes lists).
     fn packed_len(&self) -> usize {
         match self {
-            Values::Bytes(_) => 0,
+            Values::Bytes(_) | Values::FixedBytes { .. } => 0,
             Values::Float(v) => 4 * v.len(),
             Values::Double(v) => 8 * v.len(),
             Values::Int32(v) => v.iter().map(|&x| varint_len(i64::from(x) as u64)).sum(),
@@ -459,6 +462,7 @@ impl Values<'_> {
     fn is_empty(&self) -> bool {
         match self {
             Values::Bytes(v) => v.is_empty(),
+            Values::FixedBytes { data, .. } => data.is_empty(),
             Values::Float(v) => v.is_empty(),
             Values::Double(v) => v.is_empty(),
             Values::Int32(v) => v.is_empty(),
@@ -470,12 +474,18 @@ impl Values<'_> {
     pub fn list_len(&self) -> usize {
         match self {
             Values::Bytes(v) => v.iter().map(|b| len_field_size(1, b.len())).sum(),
+            Values::FixedBytes { data, width } => fixed_cells(data, *width).map(|b| len_field_size(1, b.len())).sum(),
             _ if self.is_empty() => 0,
             _ => len_field_size(1, self.packed_len()),
         }
     }
 
     pub fn put_list(&self, out: &mut Vec<u8>) {
+        self.put_list_sized(out, self.packed_len());
+    }
+
+    /// `put_list` with the packed payload's size already known.
+    fn put_list_sized(&self, out: &mut Vec<u8>, packed_len: usize) {
         match self {
             Values::Bytes(v) => {
                 for b in v.iter() {
@@ -483,15 +493,21 @@ impl Values<'_> {
                     out.extend_from_slice(b);
                 }
             }
+            Values::FixedBytes { data, width } => {
+                for b in fixed_cells(data, *width) {
+                    put_len_header(out, 1, b.len());
+                    out.extend_from_slice(b);
+                }
+            }
             _ if self.is_empty() => {}
             _ => {
-                put_len_header(out, 1, self.packed_len());
+                put_len_header(out, 1, packed_len);
                 match self {
                     Values::Float(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
                     Values::Double(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
                     Values::Int32(v) => v.iter().for_each(|&x| put_varint(out, i64::from(x) as u64)),
                     Values::Int64(v) => v.iter().for_each(|&x| put_varint(out, x as u64)),
-                    Values::Bytes(_) => unreachable!(),
+                    Values::Bytes(_) | Values::FixedBytes { .. } => unreachable!(),
                 }
             }
         }
@@ -510,58 +526,85 @@ impl Values<'_> {
     }
 }
 
+/// The values of fixed-width cells, trailing NULs removed.
+fn fixed_cells(data: &[u8], width: usize) -> impl Iterator<Item = &[u8]> {
+    data.chunks_exact(width.max(1)).map(|cell| {
+        let end = cell.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        &cell[..end]
+    })
+}
+
 /// Size of the map entry `key -> Feature` whose list message is `list_len` bytes
 /// (`None`: a Feature with no kind).
 fn entry_len(key: &[u8], list_len: Option<usize>) -> usize {
     len_field_size(1, key.len()) + len_field_size(2, list_len.map_or(0, |n| len_field_size(1, n)))
 }
 
+/// Sizes of one feature's list: `(list message, packed payload)`.
+#[derive(Clone, Copy, Debug)]
+pub struct ListSize {
+    list: usize,
+    packed: usize,
+}
+
+impl Values<'_> {
+    fn size(&self) -> ListSize {
+        let packed = self.packed_len();
+        let list = match self {
+            Values::Bytes(_) | Values::FixedBytes { .. } => self.list_len(),
+            _ if self.is_empty() => 0,
+            _ => len_field_size(1, packed),
+        };
+        ListSize { list, packed }
+    }
+}
+
 /// Writes map entries (field 1) for features already in key order, each
 /// list's size computed once.
-fn put_entries(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], list_lens: &[Option<usize>], schema: Schema) -> Result<(), Malformed> {
-    for ((key, value), &list_len) in entries.iter().zip(list_lens) {
+fn put_entries(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], sizes: &[Option<ListSize>], schema: Schema) -> Result<(), Malformed> {
+    for ((key, value), &size) in entries.iter().zip(sizes) {
+        let list_len = size.map(|s| s.list);
         put_len_header(out, 1, entry_len(key, list_len));
         put_len_header(out, 1, key.len());
         out.extend_from_slice(key);
         put_len_header(out, 2, list_len.map_or(0, |n| len_field_size(1, n)));
-        if let (Some(values), Some(n)) = (value, list_len) {
+        if let (Some(values), Some(size)) = (value, size) {
             let field = schema.field(values.kind()).ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
-            put_len_header(out, field, n);
-            values.put_list(out);
+            put_len_header(out, field, size.list);
+            values.put_list_sized(out, size.packed);
         }
     }
     Ok(())
 }
 
 /// Writes a feature map (an OFRecord, or TensorFlow's `Features`), and with
-/// `wrap` the Example around it. Entries must be in key order.
-pub fn put_features(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema, wrap: bool) -> Result<(), Malformed> {
-    let mut small = [None; 32];
-    let mut large = Vec::new();
-    let list_lens: &mut [Option<usize>] = if entries.len() <= small.len() {
-        &mut small[..entries.len()]
-    } else {
-        large.resize(entries.len(), None);
-        &mut large
-    };
-    for ((_, value), slot) in entries.iter().zip(list_lens.iter_mut()) {
-        *slot = value.as_ref().map(Values::list_len);
-    }
+/// `wrap` the Example around it. Entries must be in key order. `scratch` is
+/// reused between calls so that encoding many rows allocates nothing.
+pub fn put_features(
+    out: &mut Vec<u8>,
+    entries: &[(&[u8], Option<Values<'_>>)],
+    schema: Schema,
+    wrap: bool,
+    scratch: &mut Vec<Option<ListSize>>,
+) -> Result<(), Malformed> {
+    scratch.clear();
+    scratch.extend(entries.iter().map(|(_, value)| value.as_ref().map(Values::size)));
+    let map_len: usize = entries.iter().zip(scratch.iter()).map(|((k, _), s)| len_field_size(1, entry_len(k, s.map(|s| s.list)))).sum();
+    out.reserve(map_len + 16);
     if wrap {
-        let map_len: usize = entries.iter().zip(list_lens.iter()).map(|((k, _), &n)| len_field_size(1, entry_len(k, n))).sum();
         put_len_header(out, 1, map_len);
     }
-    put_entries(out, entries, list_lens, schema)
+    put_entries(out, entries, scratch, schema)
 }
 
 /// Writes a feature map without the Example around it.
 pub fn put_feature_map(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema) -> Result<(), Malformed> {
-    put_features(out, entries, schema, false)
+    put_features(out, entries, schema, false, &mut Vec::new())
 }
 
 /// Writes an Example (`Example { features { feature: entries } }`), entries in key order.
 pub fn put_example(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)]) -> Result<(), Malformed> {
-    put_features(out, entries, Schema::TensorFlow, true)
+    put_features(out, entries, Schema::TensorFlow, true, &mut Vec::new())
 }
 
 /// A feature list for encoding: its steps (`None`: a Feature with no kind).

@@ -8,7 +8,6 @@ URL goes through fsspec, an optional dependency imported only then.
 from __future__ import annotations
 
 import os
-import secrets
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Union
 
@@ -97,7 +96,7 @@ class AtomicTarget:
                 f"expected a path, a URL or a binary file object, not {type(target).__name__}"
             )
         scheme, path = _split_url(self.name)
-        suffix = f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        suffix = f".tmp-{os.getpid()}-{os.urandom(4).hex()}"
         if scheme is None:
             directory, base = os.path.split(os.path.abspath(path))
             if not os.path.isdir(directory):

@@ -108,7 +108,9 @@ _STRING_TYPES = frozenset({bytes, str, np.bytes_, np.str_, bytearray})
 def _kind_of(values: np.ndarray, schema: str, name: str) -> tuple[str, Any]:
     """The list kind for a flat array, and the values converted to it."""
     kind = values.dtype.kind
-    if kind in "OSU":
+    if kind == "S":
+        return "bytes_fixed", values  # the raw cells go to Rust: no object per value
+    if kind in "OU":
         # The Rust encoder takes bytes and str (as UTF-8) elements directly.
         objects = values if kind == "O" else values.astype(object)
         odd = set(map(type, objects)) - _STRING_TYPES
@@ -140,8 +142,11 @@ def _kind_of(values: np.ndarray, schema: str, name: str) -> tuple[str, Any]:
 def _from_array(name: str, array: np.ndarray, schema: str) -> tuple[int, Column]:
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
-    if array.dtype == object and array.ndim == 1 and not set(map(type, array)) <= _STRING_TYPES:
-        return _from_lists(name, list(array), schema)
+    if array.dtype == object and array.ndim == 1:
+        types = set(map(type, array))
+        if not types <= _STRING_TYPES:
+            return _from_lists(name, list(array), schema)
+        return rows, ("bytes_list", array, np.arange(rows + 1, dtype=np.int64), None)
     kind, values = _kind_of(array.reshape(-1), schema, name)
     return rows, (kind, values, np.arange(0, rows * width + 1, width, dtype=np.int64), None)
 
@@ -248,7 +253,9 @@ def _write(writer: Any, rows: int, columns: dict[str, Column], start: int, end: 
     for name, (kind, values, splits, present) in columns.items():
         lo, hi = int(splits[start]), int(splits[end])
         part = values[lo:hi]
-        if isinstance(part, np.ndarray) and part.dtype == object:
+        if kind == "bytes_fixed":
+            part = (np.ascontiguousarray(part).view(np.uint8).reshape(-1), part.dtype.itemsize)
+        elif isinstance(part, np.ndarray) and part.dtype == object:
             part = part.tolist()  # Rust iterates a list far faster than an object array
         batch.append((name, kind, part, np.ascontiguousarray(splits[start : end + 1] - lo), None if present is None else np.ascontiguousarray(present[start:end])))
     writer._native.write_columns(end - start, batch, schema)

@@ -276,6 +276,8 @@ pub fn encode_list<'py>(py: Python<'py>, kind: &str, values: &Bound<'py, PyAny>)
 /// kind's dtype, or a list of bytes).
 pub enum Held<'py> {
     Bytes(Vec<Payload>),
+    /// NumPy `S`-dtype strings: the raw cells and their width.
+    FixedBytes(PyReadonlyArray1<'py, u8>, usize),
     Float(PyReadonlyArray1<'py, f32>),
     Double(PyReadonlyArray1<'py, f64>),
     Int32(PyReadonlyArray1<'py, i32>),
@@ -285,6 +287,10 @@ pub enum Held<'py> {
 impl<'py> Held<'py> {
     pub fn extract(kind: &str, values: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
         let wrong = |e: PyErr| PyTypeError::new_err(format!("values for a {kind} must be a contiguous array of its dtype: {e}"));
+        if kind == "bytes_fixed" {
+            let (cells, width): (PyReadonlyArray1<'py, u8>, usize) = values.extract()?;
+            return Ok(Held::FixedBytes(cells, width));
+        }
         Ok(match kind_by_name(kind)? {
             Kind::Bytes => Held::Bytes(values.try_iter()?.map(|v| Payload::extract(&v?)).collect::<PyResult<_>>()?),
             Kind::Float => Held::Float(values.extract().map_err(wrong)?),
@@ -299,6 +305,7 @@ impl<'py> Held<'py> {
         let not_contiguous = |_| PyValueError::new_err("values must be a contiguous array");
         Ok(match self {
             Held::Bytes(v) => Flat::Bytes(v.iter().map(|b| &**b).collect()),
+            Held::FixedBytes(a, width) => Flat::FixedBytes(a.as_slice().map_err(not_contiguous)?, *width),
             Held::Float(a) => Flat::Float(a.as_slice().map_err(not_contiguous)?),
             Held::Double(a) => Flat::Double(a.as_slice().map_err(not_contiguous)?),
             Held::Int32(a) => Flat::Int32(a.as_slice().map_err(not_contiguous)?),
@@ -310,6 +317,7 @@ impl<'py> Held<'py> {
 /// A feature's flat values as plain slices.
 pub enum Flat<'a> {
     Bytes(Vec<&'a [u8]>),
+    FixedBytes(&'a [u8], usize),
     Float(&'a [f32]),
     Double(&'a [f64]),
     Int32(&'a [i32]),
@@ -320,6 +328,7 @@ impl Flat<'_> {
     pub fn len(&self) -> usize {
         match self {
             Flat::Bytes(v) => v.len(),
+            Flat::FixedBytes(data, width) => data.len() / (*width).max(1),
             Flat::Float(v) => v.len(),
             Flat::Double(v) => v.len(),
             Flat::Int32(v) => v.len(),
@@ -331,6 +340,7 @@ impl Flat<'_> {
     pub fn range(&self, start: usize, end: usize) -> Values<'_> {
         match self {
             Flat::Bytes(v) => Values::Bytes(&v[start..end]),
+            Flat::FixedBytes(data, width) => Values::FixedBytes { data: &data[start * width..end * width], width: *width },
             Flat::Float(v) => Values::Float(&v[start..end]),
             Flat::Double(v) => Values::Double(&v[start..end]),
             Flat::Int32(v) => Values::Int32(&v[start..end]),

@@ -15,7 +15,7 @@ use crate::compression::{Compression, Encoder, Inflater};
 use crate::example::{map_key_order, put_features, Schema, Values};
 use crate::py::codec::{columns_to_py, requests, ColumnSource, Held};
 use crate::error::{Error, Result};
-use crate::framing::{write_ofrecord, write_tfrecord, Format, Scanner, Span};
+use crate::framing::{header_len, seal_frame, write_ofrecord, write_tfrecord, Format, Scanner, Span};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
 use crate::window::{MappedWindow, Stream, StreamWindow, Window};
 
@@ -329,7 +329,8 @@ impl PyRecordWriter {
         // The values are borrowed from NumPy arrays while the GIL is released:
         // like any C extension, this assumes no other thread resizes them meanwhile.
         py.detach(|| -> Result<()> {
-            let mut message = Vec::new();
+            let mut frame = Vec::new();
+            let mut scratch = Vec::new();
             let mut entries: Vec<(&[u8], Option<Values<'_>>)> = Vec::with_capacity(sources.len());
             for row in 0..rows {
                 entries.clear();
@@ -339,14 +340,12 @@ impl PyRecordWriter {
                         entries.push((c.key, Some(c.values.range(start, end))));
                     }
                 }
-                message.clear();
-                put_features(&mut message, &entries, schema, schema == Schema::TensorFlow)
+                frame.clear();
+                frame.resize(header_len(format), 0);
+                put_features(&mut frame, &entries, schema, schema == Schema::TensorFlow, &mut scratch)
                     .map_err(|m| Error::InvalidArgument(m.0.to_string()))?;
-                match format {
-                    Format::TfRecord => write_tfrecord(sink, &message),
-                    Format::OfRecord => write_ofrecord(sink, &message),
-                }
-                .map_err(|source| Error::Io { path: name.clone(), source })?;
+                seal_frame(&mut frame, format);
+                sink.write_all(&frame).map_err(|source| Error::Io { path: name.clone(), source })?;
             }
             Ok(())
         })?;
