@@ -506,7 +506,13 @@ impl Values<'_> {
                     Values::Float(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
                     Values::Double(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
                     Values::Int32(v) => v.iter().for_each(|&x| put_varint(out, i64::from(x) as u64)),
-                    Values::Int64(v) => v.iter().for_each(|&x| put_varint(out, x as u64)),
+                    Values::Int64(v) => v.iter().for_each(|&x| {
+                        if (0..0x80).contains(&x) {
+                            out.push(x as u8);
+                        } else {
+                            put_varint(out, x as u64);
+                        }
+                    }),
                     Values::Bytes(_) | Values::FixedBytes { .. } => unreachable!(),
                 }
             }
@@ -534,77 +540,115 @@ fn fixed_cells(data: &[u8], width: usize) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-/// Size of the map entry `key -> Feature` whose list message is `list_len` bytes
-/// (`None`: a Feature with no kind).
-fn entry_len(key: &[u8], list_len: Option<usize>) -> usize {
-    len_field_size(1, key.len()) + len_field_size(2, list_len.map_or(0, |n| len_field_size(1, n)))
+/// The constant part of a map entry: its key field (`0a len key`) and the
+/// tag of its Feature's kind. Prepared once per column when writing many rows.
+#[derive(Clone, Debug)]
+pub struct EntryLayout {
+    key_field: Vec<u8>,
+    tag: u8,
 }
 
-/// Sizes of one feature's list: `(list message, packed payload)`.
-#[derive(Clone, Copy, Debug)]
-pub struct ListSize {
-    list: usize,
+impl EntryLayout {
+    /// The layout of entry `key` holding `kind` (None: a Feature with no kind).
+    pub fn new(key: &[u8], kind: Option<Kind>, schema: Schema) -> Result<Self, Malformed> {
+        let tag = match kind {
+            Some(kind) => {
+                let field = schema.field(kind).ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
+                (field << 3 | 2) as u8
+            }
+            None => 0,
+        };
+        let mut key_field = Vec::with_capacity(key.len() + 2);
+        put_len_header(&mut key_field, 1, key.len());
+        key_field.extend_from_slice(key);
+        Ok(EntryLayout { key_field, tag })
+    }
+}
+
+/// The sizes of one entry of a row, computed once.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EntrySize {
     packed: usize,
+    list: usize,
+    feature: usize,
+    entry: usize,
+}
+
+#[inline]
+fn put_varint_fast(out: &mut Vec<u8>, value: usize) {
+    if value < 0x80 {
+        out.push(value as u8);
+    } else {
+        put_varint(out, value as u64);
+    }
 }
 
 impl Values<'_> {
-    fn size(&self) -> ListSize {
+    /// `(packed payload, list message)` sizes.
+    #[inline]
+    fn sizes(&self) -> (usize, usize) {
         let packed = self.packed_len();
         let list = match self {
             Values::Bytes(_) | Values::FixedBytes { .. } => self.list_len(),
             _ if self.is_empty() => 0,
             _ => len_field_size(1, packed),
         };
-        ListSize { list, packed }
+        (packed, list)
     }
 }
 
-/// Writes map entries (field 1) for features already in key order, each
-/// list's size computed once.
-fn put_entries(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], sizes: &[Option<ListSize>], schema: Schema) -> Result<(), Malformed> {
-    for ((key, value), &size) in entries.iter().zip(sizes) {
-        let list_len = size.map(|s| s.list);
-        put_len_header(out, 1, entry_len(key, list_len));
-        put_len_header(out, 1, key.len());
-        out.extend_from_slice(key);
-        put_len_header(out, 2, list_len.map_or(0, |n| len_field_size(1, n)));
-        if let (Some(values), Some(size)) = (value, size) {
-            let field = schema.field(values.kind()).ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
-            put_len_header(out, field, size.list);
+/// Writes one message of map entries (with `wrap`, the Example around them).
+/// Entries must be in key order; `None` values write a Feature with no kind.
+/// `sizes` is scratch space, reused between rows so that a row allocates nothing.
+pub fn put_row(out: &mut Vec<u8>, entries: &[(&EntryLayout, Option<Values<'_>>)], wrap: bool, sizes: &mut Vec<EntrySize>) {
+    sizes.clear();
+    let mut map_len = 0;
+    for (layout, values) in entries {
+        let (packed, list) = values.as_ref().map_or((0, 0), Values::sizes);
+        let feature = if values.is_some() { 1 + varint_len(list as u64) + list } else { 0 };
+        let entry = layout.key_field.len() + 1 + varint_len(feature as u64) + feature;
+        map_len += 1 + varint_len(entry as u64) + entry;
+        sizes.push(EntrySize { packed, list, feature, entry });
+    }
+    out.reserve(map_len + 11);
+    if wrap {
+        out.push(0x0a);
+        put_varint_fast(out, map_len);
+    }
+    for ((layout, values), size) in entries.iter().zip(sizes.iter()) {
+        out.push(0x0a);
+        put_varint_fast(out, size.entry);
+        out.extend_from_slice(&layout.key_field);
+        out.push(0x12);
+        put_varint_fast(out, size.feature);
+        if let Some(values) = values {
+            out.push(layout.tag);
+            put_varint_fast(out, size.list);
             values.put_list_sized(out, size.packed);
         }
     }
-    Ok(())
 }
 
 /// Writes a feature map (an OFRecord, or TensorFlow's `Features`), and with
-/// `wrap` the Example around it. Entries must be in key order. `scratch` is
-/// reused between calls so that encoding many rows allocates nothing.
-pub fn put_features(
-    out: &mut Vec<u8>,
-    entries: &[(&[u8], Option<Values<'_>>)],
-    schema: Schema,
-    wrap: bool,
-    scratch: &mut Vec<Option<ListSize>>,
-) -> Result<(), Malformed> {
-    scratch.clear();
-    scratch.extend(entries.iter().map(|(_, value)| value.as_ref().map(Values::size)));
-    let map_len: usize = entries.iter().zip(scratch.iter()).map(|((k, _), s)| len_field_size(1, entry_len(k, s.map(|s| s.list)))).sum();
-    out.reserve(map_len + 16);
-    if wrap {
-        put_len_header(out, 1, map_len);
-    }
-    put_entries(out, entries, scratch, schema)
+/// `wrap` the Example around it. Entries must be in key order.
+pub fn put_features(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema, wrap: bool) -> Result<(), Malformed> {
+    let layouts = entries
+        .iter()
+        .map(|(key, values)| EntryLayout::new(key, values.as_ref().map(Values::kind), schema))
+        .collect::<Result<Vec<_>, _>>()?;
+    let row: Vec<(&EntryLayout, Option<Values<'_>>)> = layouts.iter().zip(entries).map(|(layout, (_, values))| (layout, *values)).collect();
+    put_row(out, &row, wrap, &mut Vec::new());
+    Ok(())
 }
 
 /// Writes a feature map without the Example around it.
 pub fn put_feature_map(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema) -> Result<(), Malformed> {
-    put_features(out, entries, schema, false, &mut Vec::new())
+    put_features(out, entries, schema, false)
 }
 
 /// Writes an Example (`Example { features { feature: entries } }`), entries in key order.
 pub fn put_example(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)]) -> Result<(), Malformed> {
-    put_features(out, entries, Schema::TensorFlow, true, &mut Vec::new())
+    put_features(out, entries, Schema::TensorFlow, true)
 }
 
 /// A feature list for encoding: its steps (`None`: a Feature with no kind).

@@ -554,10 +554,11 @@ mod timing {
             };
             let mut frame = Vec::new();
             let mut scratch = Vec::new();
+            let layout = crate::example::EntryLayout::new(b"feature1", Some(crate::example::Kind::Int64), crate::example::Schema::TensorFlow).unwrap();
             for v in values.chunks(1) {
                 frame.clear();
                 frame.resize(12, 0);
-                crate::example::put_features(&mut frame, &[(b"feature1", Some(Values::Int64(v)))], crate::example::Schema::TensorFlow, true, &mut scratch).unwrap();
+                crate::example::put_row(&mut frame, &[(&layout, Some(Values::Int64(v)))], true, &mut scratch);
                 seal_frame(&mut frame, Format::TfRecord);
                 sink.write_all(&frame).unwrap();
             }

@@ -137,8 +137,10 @@ pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
 
 #[inline]
 pub fn varint_len(value: u64) -> usize {
-    // 1 byte per 7 bits; zero still takes a byte.
-    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+    // 1 byte per 7 bits, zero still one byte: ceil(bits / 7) as protobuf
+    // computes it, with a multiply and a shift instead of a division.
+    let log2 = 63 - (value | 1).leading_zeros() as usize;
+    (log2 * 9 + 73) / 64
 }
 
 /// Writes a LEN field's tag and length (the caller writes the payload).
@@ -169,6 +171,18 @@ mod tests {
         let mut minus_one = Vec::new();
         put_varint(&mut minus_one, (-1i64) as u64);
         assert_eq!(minus_one, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+    }
+
+    #[test]
+    fn varint_len_matches_encoding_for_every_bit_width() {
+        for bits in 0..64 {
+            for v in [1u64 << bits, (1u64 << bits) - 1, (1u64 << bits) + 1] {
+                let mut out = Vec::new();
+                put_varint(&mut out, v);
+                assert_eq!(varint_len(v), out.len(), "{v}");
+            }
+        }
+        assert_eq!(varint_len(u64::MAX), 10);
     }
 
     #[test]

@@ -272,6 +272,19 @@ pub fn encode_list<'py>(py: Python<'py>, kind: &str, values: &Bound<'py, PyAny>)
     Ok(PyBytes::new(py, &out))
 }
 
+impl Held<'_> {
+    /// The kind of list these values make.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Held::Bytes(_) | Held::FixedBytes(..) => Kind::Bytes,
+            Held::Float(_) => Kind::Float,
+            Held::Double(_) => Kind::Double,
+            Held::Int32(_) => Kind::Int32,
+            Held::Int64(_) => Kind::Int64,
+        }
+    }
+}
+
 /// Values for encoding, borrowed from Python objects (NumPy arrays of the
 /// kind's dtype, or a list of bytes).
 pub enum Held<'py> {

@@ -12,7 +12,7 @@ use numpy::PyReadonlyArray1;
 
 use crate::columns::parse_examples;
 use crate::compression::{Compression, Encoder, Inflater};
-use crate::example::{map_key_order, put_features, Schema, Values};
+use crate::example::{map_key_order, put_row, EntryLayout, Schema, Values};
 use crate::py::codec::{columns_to_py, requests, ColumnSource, Held};
 use crate::error::{Error, Result};
 use crate::framing::{header_len, seal_frame, write_ofrecord, write_tfrecord, Format, Scanner, Span};
@@ -313,7 +313,9 @@ impl PyRecordWriter {
         held.sort_by(|a, b| map_key_order(a.0.as_bytes(), b.0.as_bytes()));
         let not_contiguous = |_| Error::InvalidArgument("splits and masks must be contiguous arrays".into());
         let mut sources = Vec::with_capacity(held.len());
+        let mut layouts = Vec::with_capacity(held.len());
         for (key, values, splits, present) in &held {
+            layouts.push(EntryLayout::new(key.as_bytes(), Some(values.kind()), schema).map_err(|m| Error::InvalidArgument(m.0.to_string()))?);
             let source = ColumnSource {
                 key: key.as_bytes(),
                 values: values.slices()?,
@@ -331,19 +333,18 @@ impl PyRecordWriter {
         py.detach(|| -> Result<()> {
             let mut frame = Vec::new();
             let mut scratch = Vec::new();
-            let mut entries: Vec<(&[u8], Option<Values<'_>>)> = Vec::with_capacity(sources.len());
+            let mut entries: Vec<(&EntryLayout, Option<Values<'_>>)> = Vec::with_capacity(sources.len());
             for row in 0..rows {
                 entries.clear();
-                for c in &sources {
+                for (c, layout) in sources.iter().zip(&layouts) {
                     if c.present.is_none_or(|p| p[row]) {
                         let (start, end) = (c.splits[row] as usize, c.splits[row + 1] as usize);
-                        entries.push((c.key, Some(c.values.range(start, end))));
+                        entries.push((layout, Some(c.values.range(start, end))));
                     }
                 }
                 frame.clear();
                 frame.resize(header_len(format), 0);
-                put_features(&mut frame, &entries, schema, schema == Schema::TensorFlow, &mut scratch)
-                    .map_err(|m| Error::InvalidArgument(m.0.to_string()))?;
+                put_row(&mut frame, &entries, schema == Schema::TensorFlow, &mut scratch);
                 seal_frame(&mut frame, format);
                 sink.write_all(&frame).map_err(|source| Error::Io { path: name.clone(), source })?;
             }
