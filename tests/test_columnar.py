@@ -1,0 +1,126 @@
+"""Columns to files and back: write_examples, write_ofrecords, read_examples."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+
+SPEC = {
+    "label": rk.FixedLenFeature([], "int64"),
+    "vec": rk.FixedLenFeature([3], "float32"),
+    "name": rk.FixedLenFeature([], "string"),
+    "tokens": rk.VarLenFeature("int64"),
+}
+
+
+def columns(n: int = 25) -> dict:
+    rng = np.random.default_rng(4)
+    return {
+        "label": np.arange(n),
+        "vec": rng.random((n, 3)).astype(np.float32),
+        "name": np.array([f"n{i}".encode() for i in range(n)]),
+        "tokens": [list(range(i % 4)) for i in range(n)],
+    }
+
+
+def read_all(paths, spec=SPEC, batch_size=1000) -> dict:
+    records = [r for p in paths for r in rk.TFRecordReader(p)]
+    return rk.parse_example(records, spec)
+
+
+@pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
+def test_write_then_read(tmp_path: Path, compression: str | None) -> None:
+    cols = columns()
+    [path] = rk.write_examples(tmp_path / "data.tfrecord", cols, compression=compression)
+    out = read_all([path])
+    assert out["label"].tolist() == cols["label"].tolist()
+    assert np.array_equal(out["vec"], cols["vec"])
+    assert out["name"].tolist() == cols["name"].tolist()
+    assert out["tokens"].to_dense().tolist() == [t + [0] * (3 - len(t)) for t in cols["tokens"]]
+    batches = list(rk.read_examples(path, SPEC, batch_size=10))
+    assert [len(b["label"]) for b in batches] == [10, 10, 5]
+    assert np.concatenate([b["label"] for b in batches]).tolist() == cols["label"].tolist()
+
+
+def test_rows_match_per_record_encoding(tmp_path: Path) -> None:
+    cols = {"a": np.array([1, 2]), "b": np.array([[0.5, 1.5], [2.5, 3.5]], np.float32), "s": ["x", "yz"]}
+    [path] = rk.write_examples(tmp_path / "d", cols)
+    expected = [rk.encode_example({"a": 1, "b": [0.5, 1.5], "s": "x"}), rk.encode_example({"a": 2, "b": [2.5, 3.5], "s": "yz"})]
+    assert list(rk.TFRecordReader(path)) == expected
+
+
+def test_missing_rows_and_fixed_width_strings(tmp_path: Path) -> None:
+    cols = {"t": [[1], None, [2, 3]], "s": np.array([b"a\x00b", b"", b"abc"])}
+    [path] = rk.write_examples(tmp_path / "d", cols)
+    decoded = [rk.decode_example(r) for r in rk.TFRecordReader(path)]
+    assert "t" not in decoded[1] and decoded[2]["t"].tolist() == [2, 3]
+    # NumPy's S dtype keeps inner NULs and drops trailing ones, as it always does.
+    assert [d["s"] for d in decoded] == [[b"a\x00b"], [b""], [b"abc"]]
+
+
+def test_shards(tmp_path: Path) -> None:
+    paths = rk.write_examples(tmp_path / "out" / "train.tfrecord.gz", columns(10), shards=3, compression="gzip")
+    assert [os.path.basename(p) for p in paths] == [f"train-0000{i}-of-00003.tfrecord.gz" for i in range(3)]
+    assert [rk.count_records(p) for p in paths] == [3, 3, 4]
+    assert read_all(paths)["label"].tolist() == list(range(10))
+    assert rk.shard_names("a/b.tfrecords", 2) == [os.path.join("a", "b-00000-of-00002.tfrecords"), os.path.join("a", "b-00001-of-00002.tfrecords")]
+
+
+def test_errors_leave_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="rows"):
+        rk.write_examples(tmp_path / "d", {"a": np.arange(3), "b": np.arange(4)})
+    with pytest.raises(TypeError):
+        rk.write_examples(tmp_path / "d", {"a": np.array([1 + 2j])})
+    with pytest.raises(TypeError):
+        rk.write_examples(tmp_path / "d", {"a": np.array([b"x", 3], dtype=object)})
+    assert os.listdir(tmp_path) == []
+
+
+def test_read_examples_reports_the_index_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "d"
+    with rk.TFRecordWriter(path) as writer:
+        writer.write_many([rk.encode_example({"x": 1})] * 30 + [rk.encode_example({"x": 1.5})])
+    with pytest.raises(rk.ParseError) as info:
+        list(rk.read_examples(path, {"x": rk.VarLenFeature("int64")}, batch_size=8))
+    assert (info.value.key, info.value.index) == ("x", 30)
+
+
+def test_write_ofrecords(tmp_path: Path) -> None:
+    cols = {"i32": np.arange(5, dtype=np.int32), "i64": np.arange(5), "f": np.ones(5, np.float32), "d": np.ones((5, 2)),
+            "s": [b"a", b"b", b"c", b"d", b"e"]}
+    paths = rk.write_ofrecords(tmp_path / "of", cols, num_parts=2)
+    records = [rk.decode_ofrecord(r) for p in paths for r in rk.OFRecordReader(p)]
+    assert [r["i32"].dtype for r in records[:1]] == [np.int32]
+    assert [int(r["i64"][0]) for r in records] == list(range(5))
+    assert records[0]["d"].dtype == np.float64 and records[0]["d"].tolist() == [1.0, 1.0]
+
+
+def test_pyarrow_table(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({
+        "label": pa.array([1, 2, None], pa.int64()),
+        "tokens": pa.array([[1, 2], [], None], pa.list_(pa.int64())),
+        "name": pa.array(["a", "b", "c"]),
+        "vec": pa.array([[1.0, 2.0]] * 3, pa.list_(pa.float32(), 2)),
+    })
+    [path] = rk.write_examples(tmp_path / "t", table)
+    decoded = [rk.decode_example(r) for r in rk.TFRecordReader(path)]
+    assert decoded[0]["label"].tolist() == [1] and "label" not in decoded[2]
+    assert decoded[0]["tokens"].tolist() == [1, 2] and decoded[1]["tokens"].tolist() == [] and "tokens" not in decoded[2]
+    assert [d["name"] for d in decoded] == [[b"a"], [b"b"], [b"c"]]
+    assert decoded[1]["vec"].tolist() == [1.0, 2.0]
+
+
+def test_pandas_dataframe(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"label": [1, 2, 3], "score": [0.5, 0.25, 0.125], "name": ["a", "b", "c"]})
+    [path] = rk.write_examples(tmp_path / "p", frame)
+    out = rk.parse_example(list(rk.TFRecordReader(path)), {
+        "label": rk.FixedLenFeature([], "int64"), "score": rk.FixedLenFeature([], "float32"), "name": rk.FixedLenFeature([], "string")})
+    assert out["label"].tolist() == [1, 2, 3] and out["score"].tolist() == [0.5, 0.25, 0.125]
+    assert out["name"].tolist() == [b"a", b"b", b"c"]
