@@ -19,7 +19,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -128,7 +127,7 @@ def main() -> None:
     warm(large)
     size = large.stat().st_size
     for batch_size in (16, 256):
-        t_large, n_large = best_of(lambda: rk_parse(large, LARGE_SPEC, batch_size), args.repeats)
+        t_large, n_large = best_of(lambda bs=batch_size: rk_parse(large, LARGE_SPEC, bs), args.repeats)
         assert n_large == args.large
         results[f"large_gbps_{batch_size}"] = size / t_large / 1e9
         print(f"parse {args.large:,} x 150 KB (batch {batch_size}): recordkit {t_large:.3f} s = {size / t_large / 1e9:.2f} GB/s")

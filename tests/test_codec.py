@@ -52,7 +52,7 @@ def test_decoding_agrees_with_the_reference(features: dict) -> None:
     decoded = rk.decode_example(data)
     ref = reference.decode_example(data)
     assert set(decoded) == set(ref) == set(features)
-    for key, (kind, values) in ref.items():
+    for key, (_kind, values) in ref.items():
         got = decoded[key]
         assert (got.tolist() if isinstance(got, np.ndarray) else got) == values
     assert train.Example.FromString(data).SerializeToString() == data
