@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 
-use crate::example::{feature, for_each_example_entry, for_each_sequence_entry, Entry, Feature, Kind, Schema};
+use crate::example::{
+    feature, for_each_example_entry, for_each_sequence_entry, Entry, Feature, Kind, Schema,
+};
 use crate::wire::Malformed;
 
 /// The three value types `tf.io.parse_*` knows.
@@ -42,6 +44,60 @@ pub enum Buffer<'a> {
 }
 
 impl<'a> Buffer<'a> {
+    /// The tag byte of the Feature kind this buffer takes.
+    fn tag(&self) -> u8 {
+        match self {
+            Buffer::Bytes(_) => 0x0a,
+            Buffer::Float32(_) => 0x12,
+            Buffer::Int64(_) => 0x1a,
+        }
+    }
+
+    /// Appends the values of a canonically laid out list (see
+    /// `Entry::canonical_list`): the common case, without the general decoder.
+    #[inline]
+    fn append_canonical(&mut self, payload: &'a [u8]) -> Result<i64, Malformed> {
+        let before = self.len();
+        match self {
+            Buffer::Int64(v) => {
+                let mut p = payload;
+                while let Some(&b) = p.first() {
+                    if b < 0x80 {
+                        v.push(i64::from(b));
+                        p = &p[1..];
+                    } else {
+                        let (x, used) = crate::wire::read_varint(p)?;
+                        v.push(x as i64);
+                        p = &p[used..];
+                    }
+                }
+            }
+            Buffer::Float32(v) => {
+                if payload.len() % 4 != 0 {
+                    return Err(Malformed("packed fixed-width list with a partial value"));
+                }
+                v.extend(
+                    payload
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes(c.try_into().unwrap())),
+                );
+            }
+            Buffer::Bytes(v) => crate::example::for_each_field_one(payload, &mut |b| {
+                v.push(b);
+                Ok(())
+            })?,
+        }
+        Ok((self.len() - before) as i64)
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Buffer::Int64(v) => v.len(),
+            Buffer::Float32(v) => v.len(),
+            Buffer::Bytes(v) => v.len(),
+        }
+    }
+
     fn new(dtype: DType) -> Self {
         match dtype {
             DType::Int64 => Buffer::Int64(Vec::new()),
@@ -63,7 +119,10 @@ impl<'a> Buffer<'a> {
     }
 }
 
-fn grow<T>(v: &mut Vec<T>, fill: impl FnOnce(&mut Vec<T>) -> Result<(), Malformed>) -> Result<usize, Malformed> {
+fn grow<T>(
+    v: &mut Vec<T>,
+    fill: impl FnOnce(&mut Vec<T>) -> Result<(), Malformed>,
+) -> Result<usize, Malformed> {
     let before = v.len();
     fill(v)?;
     Ok(v.len() - before)
@@ -89,9 +148,19 @@ pub struct SequenceColumn<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParseFailure {
     /// Record `index` is not a valid message.
-    Malformed { index: usize, key: Option<Vec<u8>>, what: &'static str },
+    Malformed {
+        index: usize,
+        key: Option<Vec<u8>>,
+        what: &'static str,
+    },
     /// Record `index` holds `key` as another kind than asked for.
-    WrongType { index: usize, key: Vec<u8>, expected: DType, actual: Kind, step: Option<usize> },
+    WrongType {
+        index: usize,
+        key: Vec<u8>,
+        expected: DType,
+        actual: Kind,
+        step: Option<usize>,
+    },
 }
 
 /// TensorFlow's names for the three types, as its messages use them.
@@ -123,19 +192,42 @@ impl ParseFailure {
 impl std::fmt::Display for ParseFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ParseFailure::Malformed { index, key: None, what } => {
+            ParseFailure::Malformed {
+                index,
+                key: None,
+                what,
+            } => {
                 write!(f, "Index: {index}. Could not parse example input: {what}")
             }
-            ParseFailure::Malformed { index, key: Some(key), what } => {
-                write!(f, "Key: {}, Index: {index}. Can't parse serialized Example: {what}", String::from_utf8_lossy(key))
+            ParseFailure::Malformed {
+                index,
+                key: Some(key),
+                what,
+            } => {
+                write!(
+                    f,
+                    "Key: {}, Index: {index}. Can't parse serialized Example: {what}",
+                    String::from_utf8_lossy(key)
+                )
             }
-            ParseFailure::WrongType { index, key, expected, actual, step } => {
+            ParseFailure::WrongType {
+                index,
+                key,
+                expected,
+                actual,
+                step,
+            } => {
                 let key = String::from_utf8_lossy(key);
                 match step {
                     None => write!(f, "Key: {key}, Index: {index}. "),
                     Some(step) => write!(f, "Feature list: {key}, Index: {index}, step: {step}. "),
                 }?;
-                write!(f, "Data types don't match. Data type: {} but expected type: {}", type_name(*actual), type_name(expected.kind()))
+                write!(
+                    f,
+                    "Data types don't match. Data type: {} but expected type: {}",
+                    type_name(*actual),
+                    type_name(expected.kind())
+                )
             }
         }
     }
@@ -155,8 +247,18 @@ struct Keys<'a> {
 impl<'a> Keys<'a> {
     fn new(requests: &[Request]) -> Self {
         let keys: Vec<Vec<u8>> = requests.iter().map(|r| r.key.clone()).collect();
-        let map = (keys.len() > 12).then(|| keys.iter().cloned().enumerate().map(|(i, k)| (k, i)).collect());
-        Keys { keys, map, seen: Vec::new() }
+        let map = (keys.len() > 12).then(|| {
+            keys.iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, k)| (k, i))
+                .collect()
+        });
+        Keys {
+            keys,
+            map,
+            seen: Vec::new(),
+        }
     }
 
     fn search(&self, key: &[u8]) -> Option<usize> {
@@ -170,7 +272,7 @@ impl<'a> Keys<'a> {
     #[inline]
     fn find(&mut self, position: usize, key: &'a [u8]) -> Option<usize> {
         if let Some(&(last, found)) = self.seen.get(position) {
-            if last == key {
+            if same_key(last, key) {
                 return found;
             }
         }
@@ -184,16 +286,43 @@ impl<'a> Keys<'a> {
     }
 }
 
+/// Slice equality without a call into `memcmp` for keys up to 16 bytes: two
+/// overlapping fixed-width loads per side cover every length from 4 to 16.
+#[inline(always)]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap());
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().unwrap());
+    match n {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => a == b,
+    }
+}
+
 fn malformed(index: usize) -> impl Fn(Malformed) -> ParseFailure {
-    move |m| ParseFailure::Malformed { index, key: None, what: m.0 }
+    move |m| ParseFailure::Malformed {
+        index,
+        key: None,
+        what: m.0,
+    }
 }
 
 /// Parses a batch of serialized Examples.
-pub fn parse_examples<'a>(records: &[&'a [u8]], requests: &[Request]) -> Result<Vec<Column<'a>>, ParseFailure> {
+pub fn parse_examples<'a>(
+    records: &[&'a [u8]],
+    requests: &[Request],
+) -> Result<Vec<Column<'a>>, ParseFailure> {
     let mut keys = Keys::new(requests);
     let mut columns: Vec<Column<'a>> = requests
         .iter()
-        .map(|r| Column { values: Buffer::new(r.dtype), counts: Vec::with_capacity(records.len()) })
+        .map(|r| Column {
+            values: Buffer::new(r.dtype),
+            counts: Vec::with_capacity(records.len()),
+        })
         .collect();
     let mut slots: Vec<Option<Entry<'a>>> = vec![None; requests.len()];
     for (index, record) in records.iter().enumerate() {
@@ -209,16 +338,39 @@ pub fn parse_examples<'a>(records: &[&'a [u8]], requests: &[Request]) -> Result<
         for ((slot, column), request) in slots.iter().zip(&mut columns).zip(requests) {
             let count = match slot {
                 None => -1,
-                Some(entry) => {
-                    let f = entry.feature(Schema::TensorFlow).map_err(malformed(index))?;
-                    if f.kind.is_none() {
-                        -1 // a Feature with no kind counts as missing, as in TensorFlow
-                    } else {
-                        column.values.append(&f).map_err(|m| ParseFailure::Malformed { index, key: Some(request.key.clone()), what: m.0 })?.map_err(
-                            |actual| ParseFailure::WrongType { index, key: request.key.clone(), expected: request.dtype, actual, step: None },
-                        )?
+                Some(entry) => match entry.canonical_list(column.values.tag()) {
+                    Some(payload) => column.values.append_canonical(payload).map_err(|m| {
+                        ParseFailure::Malformed {
+                            index,
+                            key: Some(request.key.clone()),
+                            what: m.0,
+                        }
+                    })?,
+                    None => {
+                        let f = entry
+                            .feature(Schema::TensorFlow)
+                            .map_err(malformed(index))?;
+                        if f.kind.is_none() {
+                            -1 // a Feature with no kind counts as missing, as in TensorFlow
+                        } else {
+                            column
+                                .values
+                                .append(&f)
+                                .map_err(|m| ParseFailure::Malformed {
+                                    index,
+                                    key: Some(request.key.clone()),
+                                    what: m.0,
+                                })?
+                                .map_err(|actual| ParseFailure::WrongType {
+                                    index,
+                                    key: request.key.clone(),
+                                    expected: request.dtype,
+                                    actual,
+                                    step: None,
+                                })?
+                        }
                     }
-                }
+                },
             };
             column.counts.push(count);
         }
@@ -234,11 +386,20 @@ pub fn parse_sequence_examples<'a>(
 ) -> Result<(Vec<Column<'a>>, Vec<SequenceColumn<'a>>), ParseFailure> {
     let mut context_keys = Keys::new(context);
     let mut list_keys = Keys::new(lists);
-    let mut context_columns: Vec<Column<'a>> =
-        context.iter().map(|r| Column { values: Buffer::new(r.dtype), counts: Vec::with_capacity(records.len()) }).collect();
+    let mut context_columns: Vec<Column<'a>> = context
+        .iter()
+        .map(|r| Column {
+            values: Buffer::new(r.dtype),
+            counts: Vec::with_capacity(records.len()),
+        })
+        .collect();
     let mut list_columns: Vec<SequenceColumn<'a>> = lists
         .iter()
-        .map(|r| SequenceColumn { values: Buffer::new(r.dtype), step_counts: Vec::new(), steps: Vec::with_capacity(records.len()) })
+        .map(|r| SequenceColumn {
+            values: Buffer::new(r.dtype),
+            step_counts: Vec::new(),
+            steps: Vec::with_capacity(records.len()),
+        })
         .collect();
     let mut context_slots: Vec<Option<Entry<'a>>> = vec![None; context.len()];
     let mut list_slots: Vec<Option<Entry<'a>>> = vec![None; lists.len()];
@@ -262,20 +423,27 @@ pub fn parse_sequence_examples<'a>(
             },
         )
         .map_err(malformed(index))?;
-        for ((slot, column), request) in context_slots.iter().zip(&mut context_columns).zip(context) {
+        for ((slot, column), request) in context_slots.iter().zip(&mut context_columns).zip(context)
+        {
             let count = match slot {
                 None => -1,
                 Some(entry) => {
-                    let f = entry.feature(Schema::TensorFlow).map_err(malformed(index))?;
+                    let f = entry
+                        .feature(Schema::TensorFlow)
+                        .map_err(malformed(index))?;
                     match f.kind {
                         None => -1,
-                        Some(_) => column.values.append(&f).map_err(malformed(index))?.map_err(|actual| ParseFailure::WrongType {
-                            index,
-                            key: request.key.clone(),
-                            expected: request.dtype,
-                            actual,
-                            step: None,
-                        })?,
+                        Some(_) => column
+                            .values
+                            .append(&f)
+                            .map_err(malformed(index))?
+                            .map_err(|actual| ParseFailure::WrongType {
+                                index,
+                                key: request.key.clone(),
+                                expected: request.dtype,
+                                actual,
+                                step: None,
+                            })?,
                     }
                 }
             };
@@ -288,29 +456,30 @@ pub fn parse_sequence_examples<'a>(
             };
             let mut steps = 0i64;
             let mut failure = None;
-            entry.for_each_step(&mut |message| {
-                let f = feature(message, Schema::TensorFlow)?;
-                let count = match f.kind {
-                    None => 0,
-                    Some(_) => match column.values.append(&f)? {
-                        Ok(n) => n,
-                        Err(actual) => {
-                            failure.get_or_insert(ParseFailure::WrongType {
-                                index,
-                                key: request.key.clone(),
-                                expected: request.dtype,
-                                actual,
-                                step: Some(steps as usize),
-                            });
-                            0
-                        }
-                    },
-                };
-                column.step_counts.push(count);
-                steps += 1;
-                Ok(())
-            })
-            .map_err(malformed(index))?;
+            entry
+                .for_each_step(&mut |message| {
+                    let f = feature(message, Schema::TensorFlow)?;
+                    let count = match f.kind {
+                        None => 0,
+                        Some(_) => match column.values.append(&f)? {
+                            Ok(n) => n,
+                            Err(actual) => {
+                                failure.get_or_insert(ParseFailure::WrongType {
+                                    index,
+                                    key: request.key.clone(),
+                                    expected: request.dtype,
+                                    actual,
+                                    step: Some(steps as usize),
+                                });
+                                0
+                            }
+                        },
+                    };
+                    column.step_counts.push(count);
+                    steps += 1;
+                    Ok(())
+                })
+                .map_err(malformed(index))?;
             if let Some(failure) = failure {
                 return Err(failure);
             }
@@ -332,17 +501,54 @@ mod tests {
     }
 
     fn request(key: &str, dtype: DType) -> Request {
-        Request { key: key.as_bytes().to_vec(), dtype }
+        Request {
+            key: key.as_bytes().to_vec(),
+            dtype,
+        }
     }
 
     #[test]
     fn columns_with_missing_and_empty() {
-        let a = example(&[(b"x", Some(Values::Int64(&[1, 2]))), (b"s", Some(Values::Bytes(&[b"hi"])))]);
+        let a = example(&[
+            (b"x", Some(Values::Int64(&[1, 2]))),
+            (b"s", Some(Values::Bytes(&[b"hi"]))),
+        ]);
         let b = example(&[(b"x", Some(Values::Int64(&[])))]);
         let c = example(&[(b"x", None)]);
-        let cols = parse_examples(&[&a, &b, &c], &[request("x", DType::Int64), request("s", DType::Bytes)]).unwrap();
-        assert_eq!(cols[0], Column { values: Buffer::Int64(vec![1, 2]), counts: vec![2, 0, -1] });
-        assert_eq!(cols[1], Column { values: Buffer::Bytes(vec![b"hi"]), counts: vec![1, -1, -1] });
+        let cols = parse_examples(
+            &[&a, &b, &c],
+            &[request("x", DType::Int64), request("s", DType::Bytes)],
+        )
+        .unwrap();
+        assert_eq!(
+            cols[0],
+            Column {
+                values: Buffer::Int64(vec![1, 2]),
+                counts: vec![2, 0, -1]
+            }
+        );
+        assert_eq!(
+            cols[1],
+            Column {
+                values: Buffer::Bytes(vec![b"hi"]),
+                counts: vec![1, -1, -1]
+            }
+        );
+    }
+
+    #[test]
+    fn same_key_agrees_with_slice_equality() {
+        let keys: Vec<Vec<u8>> = (0..24usize).flat_map(|n| [vec![7u8; n], (0..n as u8).collect(), (0..n as u8).rev().collect()]).collect();
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(same_key(a, b), a == b, "{a:?} {b:?}");
+            }
+            for i in 0..a.len() {
+                let mut c = a.clone();
+                c[i] ^= 1;
+                assert!(!same_key(a, &c));
+            }
+        }
     }
 
     #[test]
@@ -350,7 +556,16 @@ mod tests {
         let a = example(&[(b"x", Some(Values::Int64(&[1])))]);
         let b = example(&[(b"x", Some(Values::Float(&[1.0])))]);
         let err = parse_examples(&[&a, &b], &[request("x", DType::Int64)]).unwrap_err();
-        assert_eq!(err, ParseFailure::WrongType { index: 1, key: b"x".to_vec(), expected: DType::Int64, actual: Kind::Float, step: None });
+        assert_eq!(
+            err,
+            ParseFailure::WrongType {
+                index: 1,
+                key: b"x".to_vec(),
+                expected: DType::Int64,
+                actual: Kind::Float,
+                step: None
+            }
+        );
     }
 
     #[test]
@@ -392,7 +607,10 @@ mod timing {
         let requests: Vec<Request> = ["feature0", "feature1", "feature2", "feature3"]
             .iter()
             .zip([DType::Int64, DType::Int64, DType::Bytes, DType::Float32])
-            .map(|(k, d)| Request { key: k.as_bytes().to_vec(), dtype: d })
+            .map(|(k, d)| Request {
+                key: k.as_bytes().to_vec(),
+                dtype: d,
+            })
             .collect();
         for _ in 0..3 {
             let start = std::time::Instant::now();

@@ -101,7 +101,10 @@ const INPUT_CHUNK: usize = 256 * 1024;
 
 impl<R: Read> Inflater<R> {
     pub fn new(inner: R, kind: Compression) -> Self {
-        assert!(kind != Compression::None, "Inflater needs a compressed stream");
+        assert!(
+            kind != Compression::None,
+            "Inflater needs a compressed stream"
+        );
         Inflater {
             inner,
             kind,
@@ -174,7 +177,11 @@ impl<R: Read> Read for Inflater<R> {
                 self.member_done = false;
             }
             let (in_before, out_before) = (self.z.total_in(), self.z.total_out());
-            let status = self.z.decompress(&self.input[self.start..self.end], out, FlushDecompress::None);
+            let status = self.z.decompress(
+                &self.input[self.start..self.end],
+                out,
+                FlushDecompress::None,
+            );
             let used = (self.z.total_in() - in_before) as usize;
             let produced = (self.z.total_out() - out_before) as usize;
             self.start += used;
@@ -286,7 +293,9 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let data: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let data: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
         for kind in [Compression::Gzip, Compression::Zlib] {
             let (out, fault) = inflate(kind, &compress(kind, &data));
             assert_eq!(fault, None);
@@ -310,7 +319,11 @@ mod tests {
             let full = compress(kind, &data);
             for cut in 1..full.len() {
                 let (_, fault) = inflate(kind, &full[..cut]);
-                assert!(fault.is_some(), "{kind:?} cut at {cut} of {} went unnoticed", full.len());
+                assert!(
+                    fault.is_some(),
+                    "{kind:?} cut at {cut} of {} went unnoticed",
+                    full.len()
+                );
             }
         }
     }
@@ -319,7 +332,10 @@ mod tests {
     fn gzip_members_concatenate() {
         let mut two = compress(Compression::Gzip, b"hello ");
         two.extend(compress(Compression::Gzip, b"world"));
-        assert_eq!(inflate(Compression::Gzip, &two), (b"hello world".to_vec(), None));
+        assert_eq!(
+            inflate(Compression::Gzip, &two),
+            (b"hello world".to_vec(), None)
+        );
     }
 
     #[test]
@@ -335,18 +351,30 @@ mod tests {
     fn garbage_after_gzip_is_reported() {
         let mut data = compress(Compression::Gzip, b"hello");
         data.extend(b"junk");
-        assert!(matches!(inflate(Compression::Gzip, &data).1, Some(StreamFault::Corrupt(_))));
+        assert!(matches!(
+            inflate(Compression::Gzip, &data).1,
+            Some(StreamFault::Corrupt(_))
+        ));
     }
 
     #[test]
     fn detects_from_magic_and_suffix() {
         let gz = compress(Compression::Gzip, b"x");
         let zz = compress(Compression::Zlib, b"x");
-        assert_eq!(Compression::detect(&gz[..12], None, true), Compression::Gzip);
+        assert_eq!(
+            Compression::detect(&gz[..12], None, true),
+            Compression::Gzip
+        );
         assert_eq!(Compression::detect(&zz, None, true), Compression::Zlib);
-        assert_eq!(Compression::detect(b"", Some(Compression::Gzip), true), Compression::Gzip);
+        assert_eq!(
+            Compression::detect(b"", Some(Compression::Gzip), true),
+            Compression::Gzip
+        );
         let mut header = 3u64.to_le_bytes().to_vec();
         header.extend(crate::crc::masked_crc32c(&header).to_le_bytes());
-        assert_eq!(Compression::detect(&header, Some(Compression::Gzip), true), Compression::None);
+        assert_eq!(
+            Compression::detect(&header, Some(Compression::Gzip), true),
+            Compression::None
+        );
     }
 }

@@ -70,7 +70,11 @@ mod tests {
     fn short_path_agrees_with_the_crate() {
         let data: Vec<u8> = (0..600u32).map(|i| (i * 7 + 3) as u8).collect();
         for len in 0..data.len() {
-            assert_eq!(crc32c(&data[..len]), crc32c::crc32c(&data[..len]), "length {len}");
+            assert_eq!(
+                crc32c(&data[..len]),
+                crc32c::crc32c(&data[..len]),
+                "length {len}"
+            );
         }
     }
 
@@ -84,10 +88,19 @@ mod tests {
     #[test]
     fn matches_tensorflow_worked_bytes() {
         // From TensorFlow: b"" frames as 0000000000000000 29039807 d8ea82a2.
-        assert_eq!(masked_crc32c(&0u64.to_le_bytes()).to_le_bytes(), [0x29, 0x03, 0x98, 0x07]);
+        assert_eq!(
+            masked_crc32c(&0u64.to_le_bytes()).to_le_bytes(),
+            [0x29, 0x03, 0x98, 0x07]
+        );
         assert_eq!(masked_crc32c(b"").to_le_bytes(), [0xd8, 0xea, 0x82, 0xa2]);
         // b"abc" frames as 0300000000000000 b099490e 616263 6e57f121.
-        assert_eq!(masked_crc32c(&3u64.to_le_bytes()).to_le_bytes(), [0xb0, 0x99, 0x49, 0x0e]);
-        assert_eq!(masked_crc32c(b"abc").to_le_bytes(), [0x6e, 0x57, 0xf1, 0x21]);
+        assert_eq!(
+            masked_crc32c(&3u64.to_le_bytes()).to_le_bytes(),
+            [0xb0, 0x99, 0x49, 0x0e]
+        );
+        assert_eq!(
+            masked_crc32c(b"abc").to_le_bytes(),
+            [0x6e, 0x57, 0xf1, 0x21]
+        );
     }
 }

@@ -52,7 +52,11 @@ pub struct DataLoss {
 
 impl fmt::Display for DataLoss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (record {} of '{}')", self.detail, self.record_index, self.path)
+        write!(
+            f,
+            "{} (record {} of '{}')",
+            self.detail, self.record_index, self.path
+        )
     }
 }
 
@@ -60,7 +64,10 @@ impl fmt::Display for DataLoss {
 #[derive(Debug)]
 pub enum Error {
     /// The operating system (or a Python file object) failed to read or write.
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     /// The data is damaged.
     DataLoss(Box<DataLoss>),
     /// The caller passed an unusable argument.

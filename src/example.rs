@@ -9,7 +9,10 @@
 //! Encoding is protobuf's deterministic serialization: map keys sorted
 //! byte-wise, repeated scalars packed, empty lists as empty messages.
 
-use crate::wire::{count_varints, len_field_size, put_len_header, put_varint, read_varint, varint_len, Malformed, Reader, Value};
+use crate::wire::{
+    count_varints, len_field_size, put_len_header, put_varint, read_varint, varint_len, Malformed,
+    Reader, Value,
+};
 
 /// What a Feature holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,7 +98,10 @@ fn len_field_at<'a>(buf: &'a [u8], pos: &mut usize, tag: u8) -> Option<&'a [u8]>
 
 /// Calls `f` with the payload of every LEN field number 1 of `message`.
 #[inline]
-fn for_each_field_one<'a>(message: &'a [u8], f: &mut impl FnMut(&'a [u8]) -> Result<(), Malformed>) -> Result<(), Malformed> {
+pub(crate) fn for_each_field_one<'a>(
+    message: &'a [u8],
+    f: &mut impl FnMut(&'a [u8]) -> Result<(), Malformed>,
+) -> Result<(), Malformed> {
     let mut pos = 0;
     while pos < message.len() {
         match len_field_at(message, &mut pos, 0x0a) {
@@ -129,11 +135,19 @@ impl<'a> Entry<'a> {
         let mut pos = 0;
         if let Some(key) = len_field_at(raw, &mut pos, 0x0a) {
             if pos == raw.len() {
-                return Ok(Entry { key, value: Some(&[]), raw });
+                return Ok(Entry {
+                    key,
+                    value: Some(&[]),
+                    raw,
+                });
             }
             if let Some(value) = len_field_at(raw, &mut pos, 0x12) {
                 if pos == raw.len() {
-                    return Ok(Entry { key, value: Some(value), raw });
+                    return Ok(Entry {
+                        key,
+                        value: Some(value),
+                        raw,
+                    });
                 }
             }
         }
@@ -145,7 +159,11 @@ impl<'a> Entry<'a> {
                 key = k;
             }
         }
-        Ok(Entry { key, value: None, raw })
+        Ok(Entry {
+            key,
+            value: None,
+            raw,
+        })
     }
 
     /// The value messages (normally exactly one). `raw` was validated by `parse`.
@@ -161,6 +179,27 @@ impl<'a> Entry<'a> {
         }))
     }
 
+    /// The packed payload (for bytes: the list message) when this entry is laid
+    /// out canonically as one `tag`-kind Feature holding one list; None otherwise.
+    #[inline]
+    pub fn canonical_list(&self, tag: u8) -> Option<&'a [u8]> {
+        let value = self.value?;
+        let mut pos = 0;
+        let list = len_field_at(value, &mut pos, tag)?;
+        if pos != value.len() {
+            return None;
+        }
+        if tag == 0x0a {
+            return Some(list); // a BytesList: its fields are the values
+        }
+        if list.is_empty() {
+            return Some(list);
+        }
+        let mut pos = 0;
+        let packed = len_field_at(list, &mut pos, 0x0a)?;
+        (pos == list.len()).then_some(packed)
+    }
+
     /// The Feature this entry holds.
     pub fn feature(&self, schema: Schema) -> Result<Feature<'a>, Malformed> {
         match self.value {
@@ -170,7 +209,10 @@ impl<'a> Entry<'a> {
     }
 
     /// Calls `f(step)` for each Feature of the FeatureList this entry holds.
-    pub fn for_each_step(&self, f: &mut impl FnMut(&'a [u8]) -> Result<(), Malformed>) -> Result<(), Malformed> {
+    pub fn for_each_step(
+        &self,
+        f: &mut impl FnMut(&'a [u8]) -> Result<(), Malformed>,
+    ) -> Result<(), Malformed> {
         for list in self.values() {
             for_each_field_one(list, f)?;
         }
@@ -188,7 +230,10 @@ pub fn for_each_entry<'a>(map: &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Resul
 
 /// Calls `f(entry)` for each feature of an Example: the entries of every
 /// `features` field, in order (protobuf merges repeated sub-messages).
-pub fn for_each_example_entry<'a>(example: &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Result<(), Malformed> {
+pub fn for_each_example_entry<'a>(
+    example: &'a [u8],
+    f: &mut impl FnMut(Entry<'a>),
+) -> Result<(), Malformed> {
     for_each_field_one(example, &mut |features| for_each_entry(features, f))
 }
 
@@ -223,11 +268,18 @@ pub struct Feature<'a> {
 /// Decodes one Feature message (for example a step of a FeatureList).
 pub fn feature(message: &[u8], schema: Schema) -> Result<Feature<'_>, Malformed> {
     if let Some(&tag) = message.first() {
-        if let Some(kind) = (tag & 7 == 2).then(|| schema.kind(u32::from(tag >> 3))).flatten() {
+        if let Some(kind) = (tag & 7 == 2)
+            .then(|| schema.kind(u32::from(tag >> 3)))
+            .flatten()
+        {
             let mut pos = 0;
             if let Some(list) = len_field_at(message, &mut pos, tag) {
                 if pos == message.len() {
-                    return Ok(Feature { kind: Some(kind), first: list, more: Vec::new() });
+                    return Ok(Feature {
+                        kind: Some(kind),
+                        first: list,
+                        more: Vec::new(),
+                    });
                 }
             }
         }
@@ -237,13 +289,24 @@ pub fn feature(message: &[u8], schema: Schema) -> Result<Feature<'_>, Malformed>
 
 /// A list message (`Int64List`, ...) read as the given kind.
 pub fn list(message: &[u8], kind: Kind) -> Feature<'_> {
-    Feature { kind: Some(kind), first: message, more: Vec::new() }
+    Feature {
+        kind: Some(kind),
+        first: message,
+        more: Vec::new(),
+    }
 }
 
-fn decode_feature<'a>(chunks: impl Iterator<Item = &'a [u8]>, schema: Schema) -> Result<Feature<'a>, Malformed> {
+fn decode_feature<'a>(
+    chunks: impl Iterator<Item = &'a [u8]>,
+    schema: Schema,
+) -> Result<Feature<'a>, Malformed> {
     // The oneof keeps the last kind set; consecutive fields of that kind at the
     // end merge (their lists concatenate); earlier ones were cleared.
-    let mut feature = Feature { kind: None, first: &[], more: Vec::new() };
+    let mut feature = Feature {
+        kind: None,
+        first: &[],
+        more: Vec::new(),
+    };
     for chunk in chunks {
         let mut r = Reader::new(chunk);
         while let Some((n, v)) = r.field()? {
@@ -358,7 +421,10 @@ impl<'a> Feature<'a> {
     pub fn floats(&self, out: &mut Vec<f32>) -> Result<(), Malformed> {
         if let Some(p) = self.single_packed() {
             packed_fixed(p, 4)?;
-            out.extend(p.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())));
+            out.extend(
+                p.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap())),
+            );
             return Ok(());
         }
         self.each(|v| {
@@ -366,7 +432,10 @@ impl<'a> Feature<'a> {
                 Value::Fixed32(x) => out.push(f32::from_bits(x)),
                 Value::Len(p) => {
                     packed_fixed(p, 4)?;
-                    out.extend(p.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())));
+                    out.extend(
+                        p.chunks_exact(4)
+                            .map(|c| f32::from_le_bytes(c.try_into().unwrap())),
+                    );
                 }
                 _ => {}
             }
@@ -380,7 +449,10 @@ impl<'a> Feature<'a> {
                 Value::Fixed64(x) => out.push(f64::from_bits(x)),
                 Value::Len(p) => {
                     packed_fixed(p, 8)?;
-                    out.extend(p.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())));
+                    out.extend(
+                        p.chunks_exact(8)
+                            .map(|c| f64::from_le_bytes(c.try_into().unwrap())),
+                    );
                 }
                 _ => {}
             }
@@ -421,7 +493,10 @@ fn packed_fixed(payload: &[u8], width: usize) -> Result<usize, Malformed> {
 /// those prefix pairs.
 pub fn map_key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     let end = std::iter::once(256u16);
-    a.iter().map(|&x| u16::from(x)).chain(end.clone()).cmp(b.iter().map(|&x| u16::from(x)).chain(end))
+    a.iter()
+        .map(|&x| u16::from(x))
+        .chain(end.clone())
+        .cmp(b.iter().map(|&x| u16::from(x)).chain(end))
 }
 
 /// A feature's values, for encoding.
@@ -430,7 +505,10 @@ pub enum Values<'a> {
     Bytes(&'a [&'a [u8]]),
     /// Byte strings stored as NumPy's fixed-width `S` dtype does: `width`-byte
     /// cells, each padded with trailing NULs (which are not part of the value).
-    FixedBytes { data: &'a [u8], width: usize },
+    FixedBytes {
+        data: &'a [u8],
+        width: usize,
+    },
     Float(&'a [f32]),
     Double(&'a [f64]),
     Int32(&'a [i32]),
@@ -474,7 +552,9 @@ impl Values<'_> {
     pub fn list_len(&self) -> usize {
         match self {
             Values::Bytes(v) => v.iter().map(|b| len_field_size(1, b.len())).sum(),
-            Values::FixedBytes { data, width } => fixed_cells(data, *width).map(|b| len_field_size(1, b.len())).sum(),
+            Values::FixedBytes { data, width } => fixed_cells(data, *width)
+                .map(|b| len_field_size(1, b.len()))
+                .sum(),
             _ if self.is_empty() => 0,
             _ => len_field_size(1, self.packed_len()),
         }
@@ -503,9 +583,15 @@ impl Values<'_> {
             _ => {
                 put_len_header(out, 1, packed_len);
                 match self {
-                    Values::Float(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-                    Values::Double(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-                    Values::Int32(v) => v.iter().for_each(|&x| put_varint(out, i64::from(x) as u64)),
+                    Values::Float(v) => v
+                        .iter()
+                        .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+                    Values::Double(v) => v
+                        .iter()
+                        .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+                    Values::Int32(v) => {
+                        v.iter().for_each(|&x| put_varint(out, i64::from(x) as u64))
+                    }
                     Values::Int64(v) => v.iter().for_each(|&x| {
                         if (0..0x80).contains(&x) {
                             out.push(x as u8);
@@ -525,7 +611,9 @@ impl Values<'_> {
     }
 
     pub fn put_feature(&self, out: &mut Vec<u8>, schema: Schema) -> Result<(), Malformed> {
-        let field = schema.field(self.kind()).ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
+        let field = schema
+            .field(self.kind())
+            .ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
         put_len_header(out, field, self.list_len());
         self.put_list(out);
         Ok(())
@@ -553,7 +641,9 @@ impl EntryLayout {
     pub fn new(key: &[u8], kind: Option<Kind>, schema: Schema) -> Result<Self, Malformed> {
         let tag = match kind {
             Some(kind) => {
-                let field = schema.field(kind).ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
+                let field = schema
+                    .field(kind)
+                    .ok_or(Malformed("this kind does not exist in tf.train.Feature"))?;
                 (field << 3 | 2) as u8
             }
             None => 0,
@@ -600,15 +690,29 @@ impl Values<'_> {
 /// Writes one message of map entries (with `wrap`, the Example around them).
 /// Entries must be in key order; `None` values write a Feature with no kind.
 /// `sizes` is scratch space, reused between rows so that a row allocates nothing.
-pub fn put_row(out: &mut Vec<u8>, entries: &[(&EntryLayout, Option<Values<'_>>)], wrap: bool, sizes: &mut Vec<EntrySize>) {
+pub fn put_row(
+    out: &mut Vec<u8>,
+    entries: &[(&EntryLayout, Option<Values<'_>>)],
+    wrap: bool,
+    sizes: &mut Vec<EntrySize>,
+) {
     sizes.clear();
     let mut map_len = 0;
     for (layout, values) in entries {
         let (packed, list) = values.as_ref().map_or((0, 0), Values::sizes);
-        let feature = if values.is_some() { 1 + varint_len(list as u64) + list } else { 0 };
+        let feature = if values.is_some() {
+            1 + varint_len(list as u64) + list
+        } else {
+            0
+        };
         let entry = layout.key_field.len() + 1 + varint_len(feature as u64) + feature;
         map_len += 1 + varint_len(entry as u64) + entry;
-        sizes.push(EntrySize { packed, list, feature, entry });
+        sizes.push(EntrySize {
+            packed,
+            list,
+            feature,
+            entry,
+        });
     }
     out.reserve(map_len + 11);
     if wrap {
@@ -631,23 +735,39 @@ pub fn put_row(out: &mut Vec<u8>, entries: &[(&EntryLayout, Option<Values<'_>>)]
 
 /// Writes a feature map (an OFRecord, or TensorFlow's `Features`), and with
 /// `wrap` the Example around it. Entries must be in key order.
-pub fn put_features(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema, wrap: bool) -> Result<(), Malformed> {
+pub fn put_features(
+    out: &mut Vec<u8>,
+    entries: &[(&[u8], Option<Values<'_>>)],
+    schema: Schema,
+    wrap: bool,
+) -> Result<(), Malformed> {
     let layouts = entries
         .iter()
         .map(|(key, values)| EntryLayout::new(key, values.as_ref().map(Values::kind), schema))
         .collect::<Result<Vec<_>, _>>()?;
-    let row: Vec<(&EntryLayout, Option<Values<'_>>)> = layouts.iter().zip(entries).map(|(layout, (_, values))| (layout, *values)).collect();
+    let row: Vec<(&EntryLayout, Option<Values<'_>>)> = layouts
+        .iter()
+        .zip(entries)
+        .map(|(layout, (_, values))| (layout, *values))
+        .collect();
     put_row(out, &row, wrap, &mut Vec::new());
     Ok(())
 }
 
 /// Writes a feature map without the Example around it.
-pub fn put_feature_map(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)], schema: Schema) -> Result<(), Malformed> {
+pub fn put_feature_map(
+    out: &mut Vec<u8>,
+    entries: &[(&[u8], Option<Values<'_>>)],
+    schema: Schema,
+) -> Result<(), Malformed> {
     put_features(out, entries, schema, false)
 }
 
 /// Writes an Example (`Example { features { feature: entries } }`), entries in key order.
-pub fn put_example(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)]) -> Result<(), Malformed> {
+pub fn put_example(
+    out: &mut Vec<u8>,
+    entries: &[(&[u8], Option<Values<'_>>)],
+) -> Result<(), Malformed> {
     put_features(out, entries, Schema::TensorFlow, true)
 }
 
@@ -655,7 +775,10 @@ pub fn put_example(out: &mut Vec<u8>, entries: &[(&[u8], Option<Values<'_>>)]) -
 pub type Steps<'a> = Vec<Option<Values<'a>>>;
 
 fn feature_list_len(steps: &Steps<'_>) -> usize {
-    steps.iter().map(|s| len_field_size(1, s.as_ref().map_or(0, Values::feature_len))).sum()
+    steps
+        .iter()
+        .map(|s| len_field_size(1, s.as_ref().map_or(0, Values::feature_len)))
+        .sum()
 }
 
 /// Writes a SequenceExample with its `context` and `feature_lists`, both sorted by key.
@@ -665,8 +788,13 @@ pub fn put_sequence_example(
     lists: &[(&[u8], Steps<'_>)],
 ) -> Result<(), Malformed> {
     put_example(out, context)?;
-    let entry_len = |key: &[u8], steps: &Steps<'_>| len_field_size(1, key.len()) + len_field_size(2, feature_list_len(steps));
-    let lists_len: usize = lists.iter().map(|(k, s)| len_field_size(1, entry_len(k, s))).sum();
+    let entry_len = |key: &[u8], steps: &Steps<'_>| {
+        len_field_size(1, key.len()) + len_field_size(2, feature_list_len(steps))
+    };
+    let lists_len: usize = lists
+        .iter()
+        .map(|(k, s)| len_field_size(1, entry_len(k, s)))
+        .sum();
     put_len_header(out, 2, lists_len);
     for (key, steps) in lists {
         put_len_header(out, 1, entry_len(key, steps));
@@ -712,21 +840,34 @@ mod tests {
         // Int64List holding -1: 0a0a ffffffffffffffffff01 (from TensorFlow's notes).
         let mut list = Vec::new();
         Values::Int64(&[-1]).put_list(&mut list);
-        assert_eq!(list, [0x0a, 0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert_eq!(
+            list,
+            [0x0a, 0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        );
         // Feature(float_list=[e]) = 12 06 0a 04 54f82d40.
         let mut f = Vec::new();
-        Values::Float(&[std::f32::consts::E]).put_feature(&mut f, Schema::TensorFlow).unwrap();
+        Values::Float(&[std::f32::consts::E])
+            .put_feature(&mut f, Schema::TensorFlow)
+            .unwrap();
         assert_eq!(f, [0x12, 0x06, 0x0a, 0x04, 0x54, 0xf8, 0x2d, 0x40]);
         // Feature(int64_list=Int64List()) = 1a 00.
         let mut f = Vec::new();
-        Values::Int64(&[]).put_feature(&mut f, Schema::TensorFlow).unwrap();
+        Values::Int64(&[])
+            .put_feature(&mut f, Schema::TensorFlow)
+            .unwrap();
         assert_eq!(f, [0x1a, 0x00]);
     }
 
     #[test]
     fn round_trips() {
         let bytes = example(&[(b"a", Some(Values::Int64(&[1, -2, 300]))), (b"b", None)]);
-        assert_eq!(decode(&bytes), vec![(b"a".to_vec(), Some(Kind::Int64), vec![1, -2, 300]), (b"b".to_vec(), None, vec![])]);
+        assert_eq!(
+            decode(&bytes),
+            vec![
+                (b"a".to_vec(), Some(Kind::Int64), vec![1, -2, 300]),
+                (b"b".to_vec(), None, vec![])
+            ]
+        );
     }
 
     #[test]
@@ -744,9 +885,15 @@ mod tests {
         let f = super::feature(&two, Schema::TensorFlow).unwrap();
         assert_eq!(f.kind, Some(Kind::Int64));
         // int64 [1], bytes [x], int64 [7]: only the last run counts.
-        let three = [0x1a, 0x03, 0x0a, 0x01, 0x01, 0x0a, 0x03, 0x0a, 0x01, b'x', 0x1a, 0x03, 0x0a, 0x01, 0x07];
+        let three = [
+            0x1a, 0x03, 0x0a, 0x01, 0x01, 0x0a, 0x03, 0x0a, 0x01, b'x', 0x1a, 0x03, 0x0a, 0x01,
+            0x07,
+        ];
         let mut v = Vec::new();
-        super::feature(&three, Schema::TensorFlow).unwrap().int64s(&mut v).unwrap();
+        super::feature(&three, Schema::TensorFlow)
+            .unwrap()
+            .int64s(&mut v)
+            .unwrap();
         assert_eq!(v, vec![7]);
     }
 

@@ -23,7 +23,9 @@ impl Format {
         match name {
             "tfrecord" => Ok(Format::TfRecord),
             "ofrecord" => Ok(Format::OfRecord),
-            _ => Err(Error::InvalidArgument(format!("unknown record format {name:?}"))),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown record format {name:?}"
+            ))),
         }
     }
 
@@ -116,7 +118,12 @@ pub struct Skipped {
 enum Frame {
     Record(Span),
     End,
-    Damage { kind: DamageKind, start: u64, offset: u64, detail: String },
+    Damage {
+        kind: DamageKind,
+        start: u64,
+        offset: u64,
+        detail: String,
+    },
 }
 
 enum State {
@@ -124,7 +131,12 @@ enum State {
     /// Damage found after some records of a batch: reported by the next call.
     Failed(Box<DataLoss>),
     /// Damage found while skipping: resynchronize at the next call.
-    Resync { start: u64, kind: DamageKind, offset: u64, detail: String },
+    Resync {
+        start: u64,
+        kind: DamageKind,
+        offset: u64,
+        detail: String,
+    },
     Done,
 }
 
@@ -145,7 +157,13 @@ impl Scanner {
     /// `verify` checks payload CRCs (length CRCs are always checked: they
     /// guard every allocation). `skip_damaged` resynchronizes after damage
     /// instead of failing; it needs CRCs, so TFRecord only.
-    pub fn new(win: Box<dyn Window>, format: Format, verify: bool, skip_damaged: bool, path: String) -> Result<Self> {
+    pub fn new(
+        win: Box<dyn Window>,
+        format: Format,
+        verify: bool,
+        skip_damaged: bool,
+        path: String,
+    ) -> Result<Self> {
         if skip_damaged && format != Format::TfRecord {
             return Err(Error::InvalidArgument(
                 "skipping damaged records needs checksums to find the next intact record; \
@@ -154,7 +172,9 @@ impl Scanner {
             ));
         }
         if skip_damaged && !verify {
-            return Err(Error::InvalidArgument("skipping damaged records needs verify=True".into()));
+            return Err(Error::InvalidArgument(
+                "skipping damaged records needs verify=True".into(),
+            ));
         }
         Ok(Scanner {
             win,
@@ -193,7 +213,12 @@ impl Scanner {
     /// stopping once `max_bytes` of payload are collected. An empty batch means
     /// the end. Damage after some intact records is reported by the next call,
     /// so every intact record is delivered first.
-    pub fn next_batch(&mut self, max_records: usize, max_bytes: usize, out: &mut Vec<Span>) -> Result<()> {
+    pub fn next_batch(
+        &mut self,
+        max_records: usize,
+        max_bytes: usize,
+        out: &mut Vec<Span>,
+    ) -> Result<()> {
         out.clear();
         match std::mem::replace(&mut self.state, State::Active) {
             State::Active => {}
@@ -205,7 +230,12 @@ impl Scanner {
                 self.state = State::Done;
                 return Err(Error::DataLoss(err));
             }
-            State::Resync { start, kind, offset, detail } => self.resync(start, kind, offset, detail)?,
+            State::Resync {
+                start,
+                kind,
+                offset,
+                detail,
+            } => self.resync(start, kind, offset, detail)?,
         }
         self.win.release(self.pos);
         let mut bytes = 0usize;
@@ -216,14 +246,29 @@ impl Scanner {
                     out.push(span);
                 }
                 Frame::End => self.state = State::Done,
-                Frame::Damage { kind, start, offset, detail } if self.skip_damaged => {
+                Frame::Damage {
+                    kind,
+                    start,
+                    offset,
+                    detail,
+                } if self.skip_damaged => {
                     if out.is_empty() {
                         self.resync(start, kind, offset, detail)?;
                     } else {
-                        self.state = State::Resync { start, kind, offset, detail };
+                        self.state = State::Resync {
+                            start,
+                            kind,
+                            offset,
+                            detail,
+                        };
                     }
                 }
-                Frame::Damage { kind, offset, detail, .. } => {
+                Frame::Damage {
+                    kind,
+                    offset,
+                    detail,
+                    ..
+                } => {
                     let err = self.data_loss(kind, offset, detail);
                     if out.is_empty() {
                         self.state = State::Done;
@@ -252,11 +297,20 @@ impl Scanner {
     }
 
     fn data_loss(&self, kind: DamageKind, offset: u64, detail: String) -> DataLoss {
-        DataLoss { kind, path: self.path.clone(), offset, record_index: self.records, detail }
+        DataLoss {
+            kind,
+            path: self.path.clone(),
+            offset,
+            record_index: self.records,
+            detail,
+        }
     }
 
     fn io_error(&self, e: io::Error) -> Error {
-        Error::Io { path: self.path.clone(), source: e }
+        Error::Io {
+            path: self.path.clone(),
+            source: e,
+        }
     }
 
     /// Frames the record at `self.pos` and advances past it.
@@ -278,7 +332,10 @@ impl Scanner {
 
     fn frame_at(&mut self, start: u64, verify: bool) -> Result<Frame> {
         let header_len = self.format.header_len();
-        let got = self.win.fill(start, header_len).map_err(|e| self.io_error(e))?;
+        let got = self
+            .win
+            .fill(start, header_len)
+            .map_err(|e| self.io_error(e))?;
         if got < header_len {
             let fault = self.stream_fault();
             return Ok(match (got, fault) {
@@ -304,12 +361,18 @@ impl Scanner {
         let length = match self.format {
             Format::TfRecord => {
                 if !header_crc_ok(header) {
-                    let hint = if start == 0 { " (is this even a TFRecord file?)" } else { "" };
+                    let hint = if start == 0 {
+                        " (is this even a TFRecord file?)"
+                    } else {
+                        ""
+                    };
                     return Ok(Frame::Damage {
                         kind: DamageKind::CorruptLength,
                         start,
                         offset: start,
-                        detail: format!("corrupted record at {start}: the length field fails its CRC{hint}"),
+                        detail: format!(
+                            "corrupted record at {start}: the length field fails its CRC{hint}"
+                        ),
                     });
                 }
                 u64::from_le_bytes(header[..8].try_into().unwrap())
@@ -347,7 +410,10 @@ impl Scanner {
                 detail: format!("truncated record at {start}: {why}"),
             });
         }
-        let span = Span { pos: start + header_len, len: length as usize };
+        let span = Span {
+            pos: start + header_len,
+            len: length as usize,
+        };
         if verify && self.format == Format::TfRecord {
             let data = self.win.bytes(span.pos, span.len);
             let footer = self.win.bytes(span.pos + length, 4);
@@ -372,10 +438,18 @@ impl Scanner {
         let mut candidate = start + 1;
         loop {
             self.win.release(candidate);
-            let got = self.win.fill(candidate, SCAN + TF_HEADER as u64).map_err(|e| self.io_error(e))?;
+            let got = self
+                .win
+                .fill(candidate, SCAN + TF_HEADER as u64)
+                .map_err(|e| self.io_error(e))?;
             if got < TF_HEADER as u64 {
                 let end = candidate + got;
-                self.skipped.push(Skipped { offset, bytes: end - start, kind, detail });
+                self.skipped.push(Skipped {
+                    offset,
+                    bytes: end - start,
+                    kind,
+                    detail,
+                });
                 self.pos = end;
                 self.state = State::Done;
                 return Ok(());
@@ -387,7 +461,12 @@ impl Scanner {
                 .collect();
             for at in hits {
                 if let Frame::Record(_) = self.frame_at(at, true)? {
-                    self.skipped.push(Skipped { offset, bytes: at - start, kind, detail });
+                    self.skipped.push(Skipped {
+                        offset,
+                        bytes: at - start,
+                        kind,
+                        detail,
+                    });
                     self.pos = at;
                     self.state = State::Active;
                     return Ok(());
@@ -438,17 +517,27 @@ mod tests {
     #[test]
     fn tensorflow_worked_bytes() {
         assert_eq!(frames(&[b""]), hex("00000000000000002903980 7d8ea82a2"));
-        assert_eq!(frames(&[b"abc"]), hex("0300000000000000b099490e6162636e57f121"));
+        assert_eq!(
+            frames(&[b"abc"]),
+            hex("0300000000000000b099490e6162636e57f121")
+        );
     }
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
     }
 
     #[test]
     fn sealed_frames_match_written_frames() {
-        for (format, data) in [(Format::TfRecord, &b"abc"[..]), (Format::TfRecord, b""), (Format::OfRecord, b"xyz")] {
+        for (format, data) in [
+            (Format::TfRecord, &b"abc"[..]),
+            (Format::TfRecord, b""),
+            (Format::OfRecord, b"xyz"),
+        ] {
             let mut expected = Vec::new();
             match format {
                 Format::TfRecord => write_tfrecord(&mut expected, data).unwrap(),
@@ -480,17 +569,29 @@ mod tests {
         let (got, err) = read_all(&mut scanner(bytes, false));
         assert_eq!(got, vec![b"first".to_vec()]);
         let d = loss(err);
-        assert_eq!((d.kind, d.offset, d.record_index), (DamageKind::CorruptData, second as u64 + 12, 1));
+        assert_eq!(
+            (d.kind, d.offset, d.record_index),
+            (DamageKind::CorruptData, second as u64 + 12, 1)
+        );
         // Length byte flipped: reported at the record's start.
         let mut bytes = good.clone();
         bytes[second] ^= 1;
         let d = loss(read_all(&mut scanner(bytes, false)).1);
-        assert_eq!((d.kind, d.offset), (DamageKind::CorruptLength, second as u64));
+        assert_eq!(
+            (d.kind, d.offset),
+            (DamageKind::CorruptLength, second as u64)
+        );
         // Cut in the payload, and cut in the header.
         let d = loss(read_all(&mut scanner(good[..second + 14].to_vec(), false)).1);
-        assert_eq!((d.kind, d.offset), (DamageKind::TruncatedRecord, second as u64));
+        assert_eq!(
+            (d.kind, d.offset),
+            (DamageKind::TruncatedRecord, second as u64)
+        );
         let d = loss(read_all(&mut scanner(good[..second + 5].to_vec(), false)).1);
-        assert_eq!((d.kind, d.offset), (DamageKind::PartialHeader, second as u64));
+        assert_eq!(
+            (d.kind, d.offset),
+            (DamageKind::PartialHeader, second as u64)
+        );
     }
 
     #[test]
@@ -505,7 +606,9 @@ mod tests {
 
     #[test]
     fn skipping_resynchronizes_after_damage() {
-        let recs: Vec<Vec<u8>> = (0..10).map(|i| format!("record number {i}").into_bytes()).collect();
+        let recs: Vec<Vec<u8>> = (0..10)
+            .map(|i| format!("record number {i}").into_bytes())
+            .collect();
         let refs: Vec<&[u8]> = recs.iter().map(|r| r.as_slice()).collect();
         let mut bytes = frames(&refs);
         let rec_len = 12 + recs[0].len() + 4;
@@ -514,7 +617,12 @@ mod tests {
         let mut s = scanner(bytes, true);
         let (got, err) = read_all(&mut s);
         assert!(err.is_none());
-        let expected: Vec<Vec<u8>> = recs.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 6).map(|(_, r)| r.clone()).collect();
+        let expected: Vec<Vec<u8>> = recs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != 3 && *i != 6)
+            .map(|(_, r)| r.clone())
+            .collect();
         assert_eq!(got, expected);
         let skipped = s.take_skipped();
         assert_eq!(skipped.len(), 2);
@@ -550,15 +658,28 @@ mod timing {
             let start = std::time::Instant::now();
             let mut sink: Box<dyn std::io::Write> = match target {
                 "vec" => Box::new(Vec::with_capacity(8 << 20)),
-                _ => Box::new(std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create("/tmp/timing.tfrecord").unwrap())),
+                _ => Box::new(std::io::BufWriter::with_capacity(
+                    1 << 20,
+                    std::fs::File::create("/tmp/timing.tfrecord").unwrap(),
+                )),
             };
             let mut frame = Vec::new();
             let mut scratch = Vec::new();
-            let layout = crate::example::EntryLayout::new(b"feature1", Some(crate::example::Kind::Int64), crate::example::Schema::TensorFlow).unwrap();
+            let layout = crate::example::EntryLayout::new(
+                b"feature1",
+                Some(crate::example::Kind::Int64),
+                crate::example::Schema::TensorFlow,
+            )
+            .unwrap();
             for v in values.chunks(1) {
                 frame.clear();
                 frame.resize(12, 0);
-                crate::example::put_row(&mut frame, &[(&layout, Some(Values::Int64(v)))], true, &mut scratch);
+                crate::example::put_row(
+                    &mut frame,
+                    &[(&layout, Some(Values::Int64(v)))],
+                    true,
+                    &mut scratch,
+                );
                 seal_frame(&mut frame, Format::TfRecord);
                 sink.write_all(&frame).unwrap();
             }

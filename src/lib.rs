@@ -5,8 +5,8 @@
 pub mod columns;
 pub mod compression;
 pub mod crc;
-pub mod example;
 pub mod error;
+pub mod example;
 pub mod framing;
 mod py;
 pub mod window;
@@ -22,8 +22,9 @@ mod _native {
 
     #[pymodule_export]
     use crate::py::codec::{
-        decode_feature, decode_features, decode_list, decode_sequence, encode_feature, encode_features, encode_list, encode_sequence,
-        parse_example_columns, parse_sequence_columns,
+        decode_feature, decode_features, decode_list, decode_sequence, encode_feature,
+        encode_features, encode_list, encode_sequence, parse_example_columns,
+        parse_sequence_columns,
     };
 
     use pyo3::prelude::*;
@@ -31,7 +32,14 @@ mod _native {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-        m.add("build_profile", if cfg!(debug_assertions) { "debug" } else { "release" })?;
+        m.add(
+            "build_profile",
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            },
+        )?;
         Ok(())
     }
 }

@@ -40,7 +40,11 @@ impl MappedWindow {
     pub fn new(file: &std::fs::File) -> io::Result<Self> {
         let len = file.metadata()?.len();
         if len == 0 {
-            return Ok(MappedWindow { map: None, len: 0, released_pages: 0 });
+            return Ok(MappedWindow {
+                map: None,
+                len: 0,
+                released_pages: 0,
+            });
         }
         // SAFETY: the mapping is read-only and private, and no Rust reference
         // into it outlives this window. What cannot be proved from here is that
@@ -52,7 +56,11 @@ impl MappedWindow {
         let map = unsafe { Mmap::map(file)? };
         // Advice is a hint; a kernel that ignores it changes nothing.
         let _ = map.advise(memmap2::Advice::Sequential);
-        Ok(MappedWindow { map: Some(map), len, released_pages: 0 })
+        Ok(MappedWindow {
+            map: Some(map),
+            len,
+            released_pages: 0,
+        })
     }
 }
 
@@ -80,7 +88,11 @@ impl Window for MappedWindow {
         // range to whole pages, which is harmless for the same reason). No
         // slice from `bytes` is alive: `release` takes `&mut self`.
         let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start as usize, (pos - start) as usize)
+            map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                start as usize,
+                (pos - start) as usize,
+            )
         };
         self.released_pages = pos;
     }
@@ -128,7 +140,13 @@ const READ_CHUNK: usize = 1 << 20;
 
 impl<R: Read + Send + Sync> StreamWindow<R> {
     pub fn new(src: Stream<R>) -> Self {
-        StreamWindow { src, buf: Vec::new(), base: 0, released: 0, eof: false }
+        StreamWindow {
+            src,
+            buf: Vec::new(),
+            base: 0,
+            released: 0,
+            eof: false,
+        }
     }
 
     fn end(&self) -> u64 {

@@ -89,7 +89,8 @@ impl<'a> Reader<'a> {
                 0 => drop(self.varint()?),
                 1 => drop(self.take(8)?),
                 2 => {
-                    let len = usize::try_from(self.varint()?).map_err(|_| Malformed("length too large"))?;
+                    let len = usize::try_from(self.varint()?)
+                        .map_err(|_| Malformed("length too large"))?;
                     self.take(len)?;
                 }
                 3 => self.skip_group(key >> 3)?,
@@ -115,7 +116,11 @@ pub fn read_varint(buf: &[u8]) -> Result<(u64, usize), Malformed> {
             return Ok((value, i + 1));
         }
     }
-    Err(if buf.len() < 10 { Malformed("truncated varint") } else { Malformed("varint longer than 10 bytes") })
+    Err(if buf.len() < 10 {
+        Malformed("truncated varint")
+    } else {
+        Malformed("varint longer than 10 bytes")
+    })
 }
 
 /// Counts the varints in a packed run (each ends with a byte below 0x80).
@@ -162,7 +167,16 @@ mod tests {
 
     #[test]
     fn varints_round_trip() {
-        for v in [0u64, 1, 127, 128, 300, u64::from(u32::MAX), u64::MAX, (-1i64) as u64] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            u64::from(u32::MAX),
+            u64::MAX,
+            (-1i64) as u64,
+        ] {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             assert_eq!(out.len(), varint_len(v));
@@ -170,7 +184,10 @@ mod tests {
         }
         let mut minus_one = Vec::new();
         put_varint(&mut minus_one, (-1i64) as u64);
-        assert_eq!(minus_one, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert_eq!(
+            minus_one,
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        );
     }
 
     #[test]

@@ -7,11 +7,14 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::columns::{parse_examples, parse_sequence_examples, Buffer, Column, DType, Request, SequenceColumn};
+use crate::columns::{
+    parse_examples, parse_sequence_examples, Buffer, Column, DType, Request, SequenceColumn,
+};
 use crate::error::Error;
 use crate::example::{
-    feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, map_key_order, Entry,
-    put_example, put_feature_map, put_sequence_example, Feature, Kind, Schema, Steps, Values,
+    feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, map_key_order,
+    put_example, put_feature_map, put_sequence_example, Entry, Feature, Kind, Schema, Steps,
+    Values,
 };
 use crate::py::files::Payload;
 use crate::wire::Malformed;
@@ -34,7 +37,15 @@ fn dtype(name: &str) -> PyResult<DType> {
 }
 
 pub fn requests(specs: Vec<(String, String)>) -> PyResult<Vec<Request>> {
-    specs.into_iter().map(|(key, d)| Ok(Request { key: key.into_bytes(), dtype: dtype(&d)? })).collect()
+    specs
+        .into_iter()
+        .map(|(key, d)| {
+            Ok(Request {
+                key: key.into_bytes(),
+                dtype: dtype(&d)?,
+            })
+        })
+        .collect()
 }
 
 fn kind_by_name(name: &str) -> PyResult<Kind> {
@@ -44,16 +55,28 @@ fn kind_by_name(name: &str) -> PyResult<Kind> {
         "double_list" => Kind::Double,
         "int32_list" => Kind::Int32,
         "int64_list" => Kind::Int64,
-        _ => return Err(PyValueError::new_err(format!("unknown feature kind {name:?}"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown feature kind {name:?}"
+            )))
+        }
     })
 }
 
 fn malformed(m: Malformed) -> PyErr {
-    Error::Parse(crate::columns::ParseFailure::Malformed { index: 0, key: None, what: m.0 }).into()
+    Error::Parse(crate::columns::ParseFailure::Malformed {
+        index: 0,
+        key: None,
+        what: m.0,
+    })
+    .into()
 }
 
 fn bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Bound<'py, PyAny> {
-    let objects: Vec<Py<PyAny>> = values.iter().map(|b| PyBytes::new(py, b).into_any().unbind()).collect();
+    let objects: Vec<Py<PyAny>> = values
+        .iter()
+        .map(|b| PyBytes::new(py, b).into_any().unbind())
+        .collect();
     PyArray1::from_vec(py, objects).into_any()
 }
 
@@ -68,11 +91,19 @@ fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
 pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>) -> Vec<(Py<PyAny>, Py<PyAny>)> {
     columns
         .into_iter()
-        .map(|c| (buffer_to_py(py, c.values), c.counts.into_pyarray(py).into_any().unbind()))
+        .map(|c| {
+            (
+                buffer_to_py(py, c.values),
+                c.counts.into_pyarray(py).into_any().unbind(),
+            )
+        })
         .collect()
 }
 
-fn sequence_columns_to_py(py: Python<'_>, columns: Vec<SequenceColumn<'_>>) -> Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+fn sequence_columns_to_py(
+    py: Python<'_>,
+    columns: Vec<SequenceColumn<'_>>,
+) -> Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
     columns
         .into_iter()
         .map(|c| {
@@ -100,7 +131,9 @@ pub fn parse_example_columns(
     let payloads = payloads(records)?;
     let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
     let requests = self::requests(requests)?;
-    let columns = py.detach(|| parse_examples(&slices, &requests)).map_err(Error::from)?;
+    let columns = py
+        .detach(|| parse_examples(&slices, &requests))
+        .map_err(Error::from)?;
     Ok(columns_to_py(py, columns))
 }
 
@@ -113,11 +146,16 @@ pub fn parse_sequence_columns(
     records: &Bound<'_, PyAny>,
     context: Vec<(String, String)>,
     lists: Vec<(String, String)>,
-) -> PyResult<(Vec<(Py<PyAny>, Py<PyAny>)>, Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>)> {
+) -> PyResult<(
+    Vec<(Py<PyAny>, Py<PyAny>)>,
+    Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>,
+)> {
     let payloads = payloads(records)?;
     let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
     let (context, lists) = (requests(context)?, requests(lists)?);
-    let (c, l) = py.detach(|| parse_sequence_examples(&slices, &context, &lists)).map_err(Error::from)?;
+    let (c, l) = py
+        .detach(|| parse_sequence_examples(&slices, &context, &lists))
+        .map_err(Error::from)?;
     Ok((columns_to_py(py, c), sequence_columns_to_py(py, l)))
 }
 
@@ -151,13 +189,23 @@ fn feature_to_py<'py>(py: Python<'py>, f: &Feature<'_>) -> PyResult<Bound<'py, P
             v.into_pyarray(py).into_any()
         }
     };
-    PyTuple::new(py, [f.kind.map(Kind::list_name).into_pyobject(py)?.into_any(), values])
+    PyTuple::new(
+        py,
+        [
+            f.kind.map(Kind::list_name).into_pyobject(py)?.into_any(),
+            values,
+        ],
+    )
 }
 
 fn utf8_key(key: &[u8]) -> PyResult<&str> {
     std::str::from_utf8(key).map_err(|_| {
-        Error::Parse(crate::columns::ParseFailure::Malformed { index: 0, key: Some(key.to_vec()), what: "a feature name is not valid UTF-8" })
-            .into()
+        Error::Parse(crate::columns::ParseFailure::Malformed {
+            index: 0,
+            key: Some(key.to_vec()),
+            what: "a feature name is not valid UTF-8",
+        })
+        .into()
     })
 }
 
@@ -182,14 +230,23 @@ fn dedup(entries: Vec<Entry<'_>>) -> Vec<Entry<'_>> {
 /// Returns `{name: (kind name or None, values)}`.
 #[pyfunction]
 #[pyo3(signature = (data, schema = "tensorflow", container = "example"))]
-pub fn decode_features<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, schema: &str, container: &str) -> PyResult<Bound<'py, PyDict>> {
+pub fn decode_features<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    schema: &str,
+    container: &str,
+) -> PyResult<Bound<'py, PyDict>> {
     let payload = Payload::extract(data)?;
     let schema = self::schema(schema)?;
     let mut entries = Vec::new();
     match container {
         "example" => for_each_example_entry(&payload, &mut |e| entries.push(e)),
         "map" => for_each_entry(&payload, &mut |e| entries.push(e)),
-        _ => return Err(PyValueError::new_err(format!("unknown container {container:?}"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown container {container:?}"
+            )))
+        }
     }
     .map_err(malformed)?;
     let out = PyDict::new(py);
@@ -203,11 +260,15 @@ pub fn decode_features<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, schema: &
 /// Decodes a SequenceExample: `(context, feature_lists)` where context is as
 /// `decode_features` and feature_lists maps names to lists of steps.
 #[pyfunction]
-pub fn decode_sequence<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+pub fn decode_sequence<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
     let payload = Payload::extract(data)?;
     let mut context = Vec::new();
     let mut lists = Vec::new();
-    for_each_sequence_entry(&payload, &mut |e| context.push(e), &mut |e| lists.push(e)).map_err(malformed)?;
+    for_each_sequence_entry(&payload, &mut |e| context.push(e), &mut |e| lists.push(e))
+        .map_err(malformed)?;
     let context_out = PyDict::new(py);
     for entry in dedup(context) {
         let f = entry.feature(Schema::TensorFlow).map_err(malformed)?;
@@ -217,14 +278,18 @@ pub fn decode_sequence<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResu
     for entry in dedup(lists) {
         let steps = PyList::empty(py);
         let mut failure = None;
-        entry.for_each_step(&mut |message| {
-            match feature(message, Schema::TensorFlow).map_err(malformed).and_then(|f| feature_to_py(py, &f)) {
-                Ok(step) => steps.append(step).map_err(|_| Malformed("append failed"))?,
-                Err(e) => failure = Some(e),
-            }
-            Ok(())
-        })
-        .map_err(malformed)?;
+        entry
+            .for_each_step(&mut |message| {
+                match feature(message, Schema::TensorFlow)
+                    .map_err(malformed)
+                    .and_then(|f| feature_to_py(py, &f))
+                {
+                    Ok(step) => steps.append(step).map_err(|_| Malformed("append failed"))?,
+                    Err(e) => failure = Some(e),
+                }
+                Ok(())
+            })
+            .map_err(malformed)?;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -236,7 +301,11 @@ pub fn decode_sequence<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResu
 /// Decodes one Feature message: `(kind name or None, values)`.
 #[pyfunction]
 #[pyo3(signature = (data, schema = "tensorflow"))]
-pub fn decode_feature<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, schema: &str) -> PyResult<Bound<'py, PyTuple>> {
+pub fn decode_feature<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    schema: &str,
+) -> PyResult<Bound<'py, PyTuple>> {
     let payload = Payload::extract(data)?;
     let f = feature(&payload, self::schema(schema)?).map_err(malformed)?;
     feature_to_py(py, &f)
@@ -244,7 +313,11 @@ pub fn decode_feature<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, schema: &s
 
 /// Decodes one list message (`Int64List`, ...) of the given kind: its values.
 #[pyfunction]
-pub fn decode_list<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, kind: &str) -> PyResult<Bound<'py, PyAny>> {
+pub fn decode_list<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    kind: &str,
+) -> PyResult<Bound<'py, PyAny>> {
     let payload = Payload::extract(data)?;
     let f = crate::example::list(&payload, kind_by_name(kind)?);
     f.count().map_err(malformed)?;
@@ -254,18 +327,30 @@ pub fn decode_list<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, kind: &str) -
 /// Encodes one Feature message (`kind=None`: a Feature with no kind, b"").
 #[pyfunction]
 #[pyo3(signature = (kind, values, schema = "tensorflow"))]
-pub fn encode_feature<'py>(py: Python<'py>, kind: Option<&str>, values: &Bound<'py, PyAny>, schema: &str) -> PyResult<Bound<'py, PyBytes>> {
+pub fn encode_feature<'py>(
+    py: Python<'py>,
+    kind: Option<&str>,
+    values: &Bound<'py, PyAny>,
+    schema: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
     let mut out = Vec::new();
     if let Some(kind) = kind {
         let held = Held::extract(kind, values)?;
-        held.slices()?.all().put_feature(&mut out, self::schema(schema)?).map_err(|m| PyValueError::new_err(m.0))?;
+        held.slices()?
+            .all()
+            .put_feature(&mut out, self::schema(schema)?)
+            .map_err(|m| PyValueError::new_err(m.0))?;
     }
     Ok(PyBytes::new(py, &out))
 }
 
 /// Encodes one list message (`Int64List`, ...).
 #[pyfunction]
-pub fn encode_list<'py>(py: Python<'py>, kind: &str, values: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+pub fn encode_list<'py>(
+    py: Python<'py>,
+    kind: &str,
+    values: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
     let held = Held::extract(kind, values)?;
     let mut out = Vec::new();
     held.slices()?.all().put_list(&mut out);
@@ -299,13 +384,22 @@ pub enum Held<'py> {
 
 impl<'py> Held<'py> {
     pub fn extract(kind: &str, values: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
-        let wrong = |e: PyErr| PyTypeError::new_err(format!("values for a {kind} must be a contiguous array of its dtype: {e}"));
+        let wrong = |e: PyErr| {
+            PyTypeError::new_err(format!(
+                "values for a {kind} must be a contiguous array of its dtype: {e}"
+            ))
+        };
         if kind == "bytes_fixed" {
             let (cells, width): (PyReadonlyArray1<'py, u8>, usize) = values.extract()?;
             return Ok(Held::FixedBytes(cells, width));
         }
         Ok(match kind_by_name(kind)? {
-            Kind::Bytes => Held::Bytes(values.try_iter()?.map(|v| Payload::extract(&v?)).collect::<PyResult<_>>()?),
+            Kind::Bytes => Held::Bytes(
+                values
+                    .try_iter()?
+                    .map(|v| Payload::extract(&v?))
+                    .collect::<PyResult<_>>()?,
+            ),
             Kind::Float => Held::Float(values.extract().map_err(wrong)?),
             Kind::Double => Held::Double(values.extract().map_err(wrong)?),
             Kind::Int32 => Held::Int32(values.extract().map_err(wrong)?),
@@ -318,7 +412,9 @@ impl<'py> Held<'py> {
         let not_contiguous = |_| PyValueError::new_err("values must be a contiguous array");
         Ok(match self {
             Held::Bytes(v) => Flat::Bytes(v.iter().map(|b| &**b).collect()),
-            Held::FixedBytes(a, width) => Flat::FixedBytes(a.as_slice().map_err(not_contiguous)?, *width),
+            Held::FixedBytes(a, width) => {
+                Flat::FixedBytes(a.as_slice().map_err(not_contiguous)?, *width)
+            }
             Held::Float(a) => Flat::Float(a.as_slice().map_err(not_contiguous)?),
             Held::Double(a) => Flat::Double(a.as_slice().map_err(not_contiguous)?),
             Held::Int32(a) => Flat::Int32(a.as_slice().map_err(not_contiguous)?),
@@ -353,7 +449,10 @@ impl Flat<'_> {
     pub fn range(&self, start: usize, end: usize) -> Values<'_> {
         match self {
             Flat::Bytes(v) => Values::Bytes(&v[start..end]),
-            Flat::FixedBytes(data, width) => Values::FixedBytes { data: &data[start * width..end * width], width: *width },
+            Flat::FixedBytes(data, width) => Values::FixedBytes {
+                data: &data[start * width..end * width],
+                width: *width,
+            },
             Flat::Float(v) => Values::Float(&v[start..end]),
             Flat::Double(v) => Values::Double(&v[start..end]),
             Flat::Int32(v) => Values::Int32(&v[start..end]),
@@ -386,17 +485,31 @@ fn held_entries<'py>(entries: &Bound<'py, PyAny>) -> PyResult<Vec<HeldEntry<'py>
 /// (`container="example"`) or a bare feature map such as an OFRecord (`"map"`).
 #[pyfunction]
 #[pyo3(signature = (entries, schema = "tensorflow", container = "example"))]
-pub fn encode_features<'py>(py: Python<'py>, entries: &Bound<'py, PyAny>, schema: &str, container: &str) -> PyResult<Bound<'py, PyBytes>> {
+pub fn encode_features<'py>(
+    py: Python<'py>,
+    entries: &Bound<'py, PyAny>,
+    schema: &str,
+    container: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
     let schema = self::schema(schema)?;
     let held = held_entries(entries)?;
-    let flats: Vec<(&[u8], Option<Flat<'_>>)> =
-        held.iter().map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?))).collect::<PyResult<_>>()?;
-    let values: Vec<(&[u8], Option<Values<'_>>)> = flats.iter().map(|(k, f)| (*k, f.as_ref().map(Flat::all))).collect();
+    let flats: Vec<(&[u8], Option<Flat<'_>>)> = held
+        .iter()
+        .map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?)))
+        .collect::<PyResult<_>>()?;
+    let values: Vec<(&[u8], Option<Values<'_>>)> = flats
+        .iter()
+        .map(|(k, f)| (*k, f.as_ref().map(Flat::all)))
+        .collect();
     let mut out = Vec::new();
     match container {
         "example" if schema == Schema::TensorFlow => put_example(&mut out, &values),
         "map" => put_feature_map(&mut out, &values, schema),
-        _ => return Err(PyValueError::new_err(format!("cannot encode container {container:?} with this schema"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "cannot encode container {container:?} with this schema"
+            )))
+        }
     }
     .map_err(|m| PyValueError::new_err(m.0))?;
     Ok(PyBytes::new(py, &out))
@@ -405,7 +518,11 @@ pub fn encode_features<'py>(py: Python<'py>, entries: &Bound<'py, PyAny>, schema
 /// Encodes a SequenceExample from context entries (as `encode_features`) and
 /// `[(name, [(kind name or None, values), ...])]` feature lists.
 #[pyfunction]
-pub fn encode_sequence<'py>(py: Python<'py>, context: &Bound<'py, PyAny>, lists: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+pub fn encode_sequence<'py>(
+    py: Python<'py>,
+    context: &Bound<'py, PyAny>,
+    lists: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
     let context = held_entries(context)?;
     let mut held_lists: Vec<(Vec<u8>, Vec<Option<Held<'py>>>)> = Vec::new();
     for item in lists.try_iter()? {
@@ -418,17 +535,38 @@ pub fn encode_sequence<'py>(py: Python<'py>, context: &Bound<'py, PyAny>, lists:
         held_lists.push((key.into_bytes(), held));
     }
     held_lists.sort_by(|a, b| map_key_order(&a.0, &b.0));
-    let context_flats: Vec<(&[u8], Option<Flat<'_>>)> =
-        context.iter().map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?))).collect::<PyResult<_>>()?;
-    let context_values: Vec<(&[u8], Option<Values<'_>>)> = context_flats.iter().map(|(k, f)| (*k, f.as_ref().map(Flat::all))).collect();
+    let context_flats: Vec<(&[u8], Option<Flat<'_>>)> = context
+        .iter()
+        .map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?)))
+        .collect::<PyResult<_>>()?;
+    let context_values: Vec<(&[u8], Option<Values<'_>>)> = context_flats
+        .iter()
+        .map(|(k, f)| (*k, f.as_ref().map(Flat::all)))
+        .collect();
     let list_flats: Vec<(&[u8], Vec<Option<Flat<'_>>>)> = held_lists
         .iter()
-        .map(|(k, steps)| Ok((k.as_slice(), steps.iter().map(|h| h.as_ref().map(Held::slices).transpose()).collect::<PyResult<_>>()?)))
+        .map(|(k, steps)| {
+            Ok((
+                k.as_slice(),
+                steps
+                    .iter()
+                    .map(|h| h.as_ref().map(Held::slices).transpose())
+                    .collect::<PyResult<_>>()?,
+            ))
+        })
         .collect::<PyResult<_>>()?;
-    let list_values: Vec<(&[u8], Steps<'_>)> =
-        list_flats.iter().map(|(k, steps)| (*k, steps.iter().map(|f| f.as_ref().map(Flat::all)).collect())).collect();
+    let list_values: Vec<(&[u8], Steps<'_>)> = list_flats
+        .iter()
+        .map(|(k, steps)| {
+            (
+                *k,
+                steps.iter().map(|f| f.as_ref().map(Flat::all)).collect(),
+            )
+        })
+        .collect();
     let mut out = Vec::new();
-    put_sequence_example(&mut out, &context_values, &list_values).map_err(|m| PyValueError::new_err(m.0))?;
+    put_sequence_example(&mut out, &context_values, &list_values)
+        .map_err(|m| PyValueError::new_err(m.0))?;
     Ok(PyBytes::new(py, &out))
 }
 
@@ -446,14 +584,20 @@ impl ColumnSource<'_> {
     pub fn check(&self, rows: usize) -> PyResult<()> {
         let name = String::from_utf8_lossy(self.key);
         let s = self.splits;
-        if s.len() != rows + 1 || s[0] != 0 || s[rows] as usize != self.values.len() || s.windows(2).any(|w| w[1] < w[0]) {
+        if s.len() != rows + 1
+            || s[0] != 0
+            || s[rows] as usize != self.values.len()
+            || s.windows(2).any(|w| w[1] < w[0])
+        {
             return Err(PyValueError::new_err(format!(
                 "column {name:?}: row splits must rise from 0 to the number of values ({}) over {rows} rows",
                 self.values.len()
             )));
         }
         if self.present.is_some_and(|p| p.len() != rows) {
-            return Err(PyValueError::new_err(format!("column {name:?}: the presence mask must have {rows} entries")));
+            return Err(PyValueError::new_err(format!(
+                "column {name:?}: the presence mask must have {rows} entries"
+            )));
         }
         Ok(())
     }

@@ -17,9 +17,16 @@ static PARSE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 fn parse_error(py: Python<'_>, failure: &ParseFailure) -> PyResult<PyErr> {
     let cls = PARSE_ERROR.import(py, "recordkit.errors", "ParseError")?;
     let kwargs = PyDict::new(py);
-    kwargs.set_item("key", failure.key().map(|k| String::from_utf8_lossy(k).into_owned()))?;
+    kwargs.set_item(
+        "key",
+        failure
+            .key()
+            .map(|k| String::from_utf8_lossy(k).into_owned()),
+    )?;
     kwargs.set_item("index", failure.index())?;
-    Ok(PyErr::from_value(cls.call((failure.to_string(),), Some(&kwargs))?))
+    Ok(PyErr::from_value(
+        cls.call((failure.to_string(),), Some(&kwargs))?,
+    ))
 }
 
 fn data_loss_error(py: Python<'_>, loss: &DataLoss) -> PyResult<PyErr> {
@@ -29,7 +36,9 @@ fn data_loss_error(py: Python<'_>, loss: &DataLoss) -> PyResult<PyErr> {
     kwargs.set_item("offset", loss.offset)?;
     kwargs.set_item("record_index", loss.record_index)?;
     kwargs.set_item("kind", loss.kind.name())?;
-    Ok(PyErr::from_value(cls.call((loss.to_string(),), Some(&kwargs))?))
+    Ok(PyErr::from_value(
+        cls.call((loss.to_string(),), Some(&kwargs))?,
+    ))
 }
 
 fn io_error(path: String, source: std::io::Error) -> PyErr {
@@ -56,9 +65,15 @@ impl From<Error> for PyErr {
     fn from(err: Error) -> PyErr {
         match err {
             Error::Io { path, source } => io_error(path, source),
-            Error::DataLoss(loss) => Python::attach(|py| data_loss_error(py, &loss).unwrap_or_else(|e| e)),
-            Error::InvalidArgument(message) | Error::Closed(message) => PyValueError::new_err(message),
-            Error::Parse(failure) => Python::attach(|py| parse_error(py, &failure).unwrap_or_else(|e| e)),
+            Error::DataLoss(loss) => {
+                Python::attach(|py| data_loss_error(py, &loss).unwrap_or_else(|e| e))
+            }
+            Error::InvalidArgument(message) | Error::Closed(message) => {
+                PyValueError::new_err(message)
+            }
+            Error::Parse(failure) => {
+                Python::attach(|py| parse_error(py, &failure).unwrap_or_else(|e| e))
+            }
         }
     }
 }

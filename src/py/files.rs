@@ -23,7 +23,10 @@ impl PyFileReader {
 impl Read for PyFileReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         Python::attach(|py| -> PyResult<usize> {
-            let data: PyBackedBytes = self.obj.call_method1(py, "read", (buf.len(),))?.extract(py)?;
+            let data: PyBackedBytes = self
+                .obj
+                .call_method1(py, "read", (buf.len(),))?
+                .extract(py)?;
             let n = data.len().min(buf.len());
             buf[..n].copy_from_slice(&data[..n]);
             Ok(n)
@@ -46,7 +49,8 @@ impl PyFileWriter {
 impl Write for PyFileWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         Python::attach(|py| -> PyResult<usize> {
-            self.obj.call_method1(py, "write", (PyBytes::new(py, buf),))?;
+            self.obj
+                .call_method1(py, "write", (PyBytes::new(py, buf),))?;
             Ok(buf.len())
         })
         .map_err(io::Error::other)

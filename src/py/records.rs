@@ -12,10 +12,12 @@ use numpy::PyReadonlyArray1;
 
 use crate::columns::parse_examples;
 use crate::compression::{Compression, Encoder, Inflater};
-use crate::example::{map_key_order, put_row, EntryLayout, Schema, Values};
-use crate::py::codec::{columns_to_py, requests, ColumnSource, Held};
 use crate::error::{Error, Result};
-use crate::framing::{header_len, seal_frame, write_ofrecord, write_tfrecord, Format, Scanner, Span};
+use crate::example::{map_key_order, put_row, EntryLayout, Schema, Values};
+use crate::framing::{
+    header_len, seal_frame, write_ofrecord, write_tfrecord, Format, Scanner, Span,
+};
+use crate::py::codec::{columns_to_py, requests, ColumnSource, Held};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
 use crate::window::{MappedWindow, Stream, StreamWindow, Window};
 
@@ -39,7 +41,10 @@ fn read_prefix<R: Read>(r: &mut R) -> std::io::Result<Vec<u8>> {
     Ok(prefix)
 }
 
-fn stream_window<R: Read + Send + Sync + 'static>(r: R, compression: Compression) -> Box<dyn Window> {
+fn stream_window<R: Read + Send + Sync + 'static>(
+    r: R,
+    compression: Compression,
+) -> Box<dyn Window> {
     let stream = match compression {
         Compression::None => Stream::Raw(r),
         kind => Stream::Compressed(Box::new(Inflater::new(r, kind))),
@@ -48,8 +53,15 @@ fn stream_window<R: Read + Send + Sync + 'static>(r: R, compression: Compression
 }
 
 /// Opens a local file: memory-mapped when uncompressed and mappable.
-fn open_path(path: &str, requested: Option<Compression>, format: Format) -> Result<(Box<dyn Window>, Compression)> {
-    let io = |source| Error::Io { path: path.to_string(), source };
+fn open_path(
+    path: &str,
+    requested: Option<Compression>,
+    format: Format,
+) -> Result<(Box<dyn Window>, Compression)> {
+    let io = |source| Error::Io {
+        path: path.to_string(),
+        source,
+    };
     let mut file = File::open(path).map_err(io)?;
     let compression = match requested {
         Some(c) => c,
@@ -69,17 +81,28 @@ fn open_path(path: &str, requested: Option<Compression>, format: Format) -> Resu
 }
 
 /// Wraps a Python file object, reading a prefix to guess the compression.
-fn open_pyfile(obj: Py<PyAny>, name: &str, requested: Option<Compression>, format: Format) -> Result<(Box<dyn Window>, Compression)> {
+fn open_pyfile(
+    obj: Py<PyAny>,
+    name: &str,
+    requested: Option<Compression>,
+    format: Format,
+) -> Result<(Box<dyn Window>, Compression)> {
     let mut reader = PyFileReader::new(obj);
     let (prefix, compression) = match requested {
         Some(c) => (Vec::new(), c),
         None => {
-            let prefix = read_prefix(&mut reader).map_err(|source| Error::Io { path: name.to_string(), source })?;
+            let prefix = read_prefix(&mut reader).map_err(|source| Error::Io {
+                path: name.to_string(),
+                source,
+            })?;
             let c = Compression::detect(&prefix, suffix_hint(name), format == Format::TfRecord);
             (prefix, c)
         }
     };
-    Ok((stream_window(Cursor::new(prefix).chain(reader), compression), compression))
+    Ok((
+        stream_window(Cursor::new(prefix).chain(reader), compression),
+        compression,
+    ))
 }
 
 /// Frames records from a file, in batches, with the GIL released.
@@ -92,7 +115,9 @@ pub struct PyRecordScanner {
 
 impl PyRecordScanner {
     fn scanner(&mut self) -> PyResult<&mut Scanner> {
-        self.scanner.as_mut().ok_or_else(|| Error::Closed("the reader is closed".into()).into())
+        self.scanner
+            .as_mut()
+            .ok_or_else(|| Error::Closed("the reader is closed".into()).into())
     }
 }
 
@@ -120,16 +145,30 @@ impl PyRecordScanner {
             py.detach(|| open_pyfile(obj, &name, requested, format))?
         };
         let scanner = Scanner::new(win, format, verify, skip_damaged, name)?;
-        Ok(PyRecordScanner { scanner: Some(scanner), spans: Vec::new(), compression })
+        Ok(PyRecordScanner {
+            scanner: Some(scanner),
+            spans: Vec::new(),
+            compression,
+        })
     }
 
     /// The next records as a list of bytes; an empty list at the end.
     #[pyo3(signature = (max_records = 1024, max_bytes = 16 << 20))]
-    fn next_batch<'py>(&mut self, py: Python<'py>, max_records: usize, max_bytes: usize) -> PyResult<Bound<'py, PyList>> {
+    fn next_batch<'py>(
+        &mut self,
+        py: Python<'py>,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
         let mut spans = std::mem::take(&mut self.spans);
         let scanner = self.scanner()?;
         py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
-        let list = PyList::new(py, spans.iter().map(|&span| PyBytes::new(py, scanner.payload(span))))?;
+        let list = PyList::new(
+            py,
+            spans
+                .iter()
+                .map(|&span| PyBytes::new(py, scanner.payload(span))),
+        )?;
         self.spans = spans;
         Ok(list)
     }
@@ -153,7 +192,8 @@ impl PyRecordScanner {
             parse_examples(&records, &requests).map_err(|mut failure| {
                 // Report the record's index in the file, not in the batch.
                 match &mut failure {
-                    crate::columns::ParseFailure::Malformed { index, .. } | crate::columns::ParseFailure::WrongType { index, .. } => {
+                    crate::columns::ParseFailure::Malformed { index, .. }
+                    | crate::columns::ParseFailure::WrongType { index, .. } => {
                         *index += first as usize
                     }
                 }
@@ -175,7 +215,12 @@ impl PyRecordScanner {
     /// Damaged regions skipped since the last call, as
     /// `(offset, bytes_skipped, kind, detail)` tuples.
     fn take_skipped(&mut self) -> PyResult<Vec<(u64, u64, &'static str, String)>> {
-        Ok(self.scanner()?.take_skipped().into_iter().map(|s| (s.offset, s.bytes, s.kind.name(), s.detail)).collect())
+        Ok(self
+            .scanner()?
+            .take_skipped()
+            .into_iter()
+            .map(|s| (s.offset, s.bytes, s.kind.name(), s.detail))
+            .collect())
     }
 
     /// Records read so far.
@@ -232,7 +277,10 @@ impl PyRecordWriter {
             .into());
         }
         let name = &self.name;
-        let sink = self.sink.as_mut().ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+        let sink = self
+            .sink
+            .as_mut()
+            .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
         py.detach(|| {
             payloads
                 .iter()
@@ -240,7 +288,10 @@ impl PyRecordWriter {
                     Format::TfRecord => write_tfrecord(sink, p),
                     Format::OfRecord => write_ofrecord(sink, p),
                 })
-                .map_err(|source| Error::Io { path: name.clone(), source })
+                .map_err(|source| Error::Io {
+                    path: name.clone(),
+                    source,
+                })
         })?;
         self.records += payloads.len() as u64;
         Ok(())
@@ -252,20 +303,35 @@ impl PyRecordWriter {
     /// `sink` is a local path (str, created or truncated) or an object with `write(b)`.
     #[new]
     #[pyo3(signature = (sink, *, name, format = "tfrecord", compression = "none"))]
-    fn new(py: Python<'_>, sink: &Bound<'_, PyAny>, name: String, format: &str, compression: &str) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        sink: &Bound<'_, PyAny>,
+        name: String,
+        format: &str,
+        compression: &str,
+    ) -> PyResult<Self> {
         let format = Format::parse(format)?;
         let compression = Compression::parse(compression)?.ok_or_else(|| {
-            Error::InvalidArgument("a writer needs a compression: None, \"gzip\" or \"zlib\" (not \"auto\")".into())
+            Error::InvalidArgument(
+                "a writer needs a compression: None, \"gzip\" or \"zlib\" (not \"auto\")".into(),
+            )
         })?;
         let out: Box<dyn Write + Send + Sync> = if sink.is_instance_of::<PyString>() {
             let path: String = sink.extract()?;
-            let file = py.detach(|| File::create(&path)).map_err(|source| Error::Io { path, source })?;
+            let file = py
+                .detach(|| File::create(&path))
+                .map_err(|source| Error::Io { path, source })?;
             Box::new(file)
         } else {
             Box::new(PyFileWriter::new(sink.clone().unbind()))
         };
         let sink = Encoder::new(BufWriter::with_capacity(WRITE_BUFFER, out), compression);
-        Ok(PyRecordWriter { sink: Some(sink), format, name, records: 0 })
+        Ok(PyRecordWriter {
+            sink: Some(sink),
+            format,
+            name,
+            records: 0,
+        })
     }
 
     /// Writes one record (bytes-like or str).
@@ -297,43 +363,71 @@ impl PyRecordWriter {
     /// columns and writes them: `columns` is `[(name, kind, values, splits,
     /// present or None)]`, row `r` of a column holding `values[splits[r]:splits[r+1]]`.
     #[pyo3(signature = (rows, columns, schema = "tensorflow"))]
-    fn write_columns(&mut self, py: Python<'_>, rows: usize, columns: &Bound<'_, PyAny>, schema: &str) -> PyResult<u64> {
+    fn write_columns(
+        &mut self,
+        py: Python<'_>,
+        rows: usize,
+        columns: &Bound<'_, PyAny>,
+        schema: &str,
+    ) -> PyResult<u64> {
         let schema = match schema {
             "tensorflow" => Schema::TensorFlow,
             "oneflow" => Schema::OneFlow,
             _ => return Err(Error::InvalidArgument(format!("unknown schema {schema:?}")).into()),
         };
-        type Column<'py> = (String, Held<'py>, PyReadonlyArray1<'py, i64>, Option<PyReadonlyArray1<'py, bool>>);
+        type Column<'py> = (
+            String,
+            Held<'py>,
+            PyReadonlyArray1<'py, i64>,
+            Option<PyReadonlyArray1<'py, bool>>,
+        );
         let mut held: Vec<Column<'_>> = Vec::new();
         for item in columns.try_iter()? {
-            let (key, kind, values, splits, present): (String, String, Bound<'_, PyAny>, PyReadonlyArray1<'_, i64>, Option<PyReadonlyArray1<'_, bool>>) =
-                item?.extract()?;
+            let (key, kind, values, splits, present): (
+                String,
+                String,
+                Bound<'_, PyAny>,
+                PyReadonlyArray1<'_, i64>,
+                Option<PyReadonlyArray1<'_, bool>>,
+            ) = item?.extract()?;
             held.push((key, Held::extract(&kind, &values)?, splits, present));
         }
         held.sort_by(|a, b| map_key_order(a.0.as_bytes(), b.0.as_bytes()));
-        let not_contiguous = |_| Error::InvalidArgument("splits and masks must be contiguous arrays".into());
+        let not_contiguous =
+            |_| Error::InvalidArgument("splits and masks must be contiguous arrays".into());
         let mut sources = Vec::with_capacity(held.len());
         let mut layouts = Vec::with_capacity(held.len());
         for (key, values, splits, present) in &held {
-            layouts.push(EntryLayout::new(key.as_bytes(), Some(values.kind()), schema).map_err(|m| Error::InvalidArgument(m.0.to_string()))?);
+            layouts.push(
+                EntryLayout::new(key.as_bytes(), Some(values.kind()), schema)
+                    .map_err(|m| Error::InvalidArgument(m.0.to_string()))?,
+            );
             let source = ColumnSource {
                 key: key.as_bytes(),
                 values: values.slices()?,
                 splits: splits.as_slice().map_err(not_contiguous)?,
-                present: present.as_ref().map(|p| p.as_slice()).transpose().map_err(not_contiguous)?,
+                present: present
+                    .as_ref()
+                    .map(|p| p.as_slice())
+                    .transpose()
+                    .map_err(not_contiguous)?,
             };
             source.check(rows)?;
             sources.push(source);
         }
         let format = self.format;
         let name = &self.name;
-        let sink = self.sink.as_mut().ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+        let sink = self
+            .sink
+            .as_mut()
+            .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
         // The values are borrowed from NumPy arrays while the GIL is released:
         // like any C extension, this assumes no other thread resizes them meanwhile.
         py.detach(|| -> Result<()> {
             let mut frame = Vec::new();
             let mut scratch = Vec::new();
-            let mut entries: Vec<(&EntryLayout, Option<Values<'_>>)> = Vec::with_capacity(sources.len());
+            let mut entries: Vec<(&EntryLayout, Option<Values<'_>>)> =
+                Vec::with_capacity(sources.len());
             for row in 0..rows {
                 entries.clear();
                 for (c, layout) in sources.iter().zip(&layouts) {
@@ -344,9 +438,17 @@ impl PyRecordWriter {
                 }
                 frame.clear();
                 frame.resize(header_len(format), 0);
-                put_row(&mut frame, &entries, schema == Schema::TensorFlow, &mut scratch);
+                put_row(
+                    &mut frame,
+                    &entries,
+                    schema == Schema::TensorFlow,
+                    &mut scratch,
+                );
                 seal_frame(&mut frame, format);
-                sink.write_all(&frame).map_err(|source| Error::Io { path: name.clone(), source })?;
+                sink.write_all(&frame).map_err(|source| Error::Io {
+                    path: name.clone(),
+                    source,
+                })?;
             }
             Ok(())
         })?;
@@ -357,8 +459,14 @@ impl PyRecordWriter {
     /// Pushes buffered records to the file (for compressed files, a flush point).
     fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
         let name = &self.name;
-        let sink = self.sink.as_mut().ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
-        py.detach(|| sink.flush()).map_err(|source| Error::Io { path: name.clone(), source })?;
+        let sink = self
+            .sink
+            .as_mut()
+            .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+        py.detach(|| sink.flush()).map_err(|source| Error::Io {
+            path: name.clone(),
+            source,
+        })?;
         Ok(())
     }
 
@@ -367,7 +475,10 @@ impl PyRecordWriter {
         if let Some(sink) = self.sink.take() {
             let name = &self.name;
             py.detach(|| sink.finish().and_then(|mut w| w.flush()))
-                .map_err(|source| Error::Io { path: name.clone(), source })?;
+                .map_err(|source| Error::Io {
+                    path: name.clone(),
+                    source,
+                })?;
         }
         Ok(())
     }
