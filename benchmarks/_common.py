@@ -31,6 +31,20 @@ def best_of(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
     return best, result
 
 
+def best_of_each(fns: list[Callable[[], object]], repeats: int) -> list[tuple[float, object]]:
+    """Best wall time of each function, their runs interleaved (a, b, a, b, ...) so that
+    drift in the machine's load hits every contender alike. Returns (seconds, result) each."""
+    best = [float("inf")] * len(fns)
+    results: list[object] = [None] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            gc.collect()
+            start = time.perf_counter()
+            results[i] = fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return list(zip(best, results))
+
+
 def warm(path: Path) -> None:
     """Pulls a file into the page cache so every reader starts equal."""
     with open(path, "rb") as f:

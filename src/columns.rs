@@ -538,7 +538,15 @@ mod tests {
 
     #[test]
     fn same_key_agrees_with_slice_equality() {
-        let keys: Vec<Vec<u8>> = (0..24usize).flat_map(|n| [vec![7u8; n], (0..n as u8).collect(), (0..n as u8).rev().collect()]).collect();
+        let keys: Vec<Vec<u8>> = (0..24usize)
+            .flat_map(|n| {
+                [
+                    vec![7u8; n],
+                    (0..n as u8).collect(),
+                    (0..n as u8).rev().collect(),
+                ]
+            })
+            .collect();
         for a in &keys {
             for b in &keys {
                 assert_eq!(same_key(a, b), a == b, "{a:?} {b:?}");

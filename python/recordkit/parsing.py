@@ -40,7 +40,8 @@ __all__ = [
 ]
 
 _TF_TYPE = {"int64": "int64", "float32": "float", "string": "string"}
-Column = tuple[np.ndarray, np.ndarray]
+# (values, per-record counts with -1 for missing, the count all records share or -2)
+Column = tuple[np.ndarray, np.ndarray, int]
 
 
 def _shape_text(shape: Sequence[Any]) -> str:
@@ -108,10 +109,10 @@ def _columns(requests: _Requests, columns: list) -> dict[str, Column]:
 
 
 def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single: bool) -> np.ndarray:
-    values, counts = column
+    values, counts, uniform = column
     size = math.prod(spec.shape)
     lead = () if single else (batch,)
-    if batch and size and bool((counts == size).all()):
+    if batch and size and uniform == size:
         return values.reshape(lead + spec.shape)
     present = counts >= 0
     bad = present & (counts != size)
@@ -138,7 +139,8 @@ def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single:
     return out.reshape(lead + spec.shape)
 
 
-def _varlen(values: np.ndarray, counts: np.ndarray, batch: int, single: bool) -> SparseArray:
+def _varlen(column: Column, batch: int, single: bool) -> SparseArray:
+    values, counts, _ = column
     n = np.maximum(counts, 0)
     total = int(n.sum())
     if single:
@@ -150,11 +152,11 @@ def _varlen(values: np.ndarray, counts: np.ndarray, batch: int, single: bool) ->
 
 
 def _sparse(name: str, spec: SparseFeature, columns: dict[str, Column], batch: int, single: bool) -> SparseArray:
-    values, value_counts = columns[spec.value_key]
+    values, value_counts, _ = columns[spec.value_key]
     value_counts = np.maximum(value_counts, 0)
     index_values = []
     for key in spec._index_keys:  # type: ignore[attr-defined]
-        idx, idx_counts = columns[key]
+        idx, idx_counts, _ = columns[key]
         mismatch = np.maximum(idx_counts, 0) != value_counts
         if mismatch.any():
             i = int(np.argmax(mismatch))
@@ -191,7 +193,7 @@ def _partition_lengths(
             raise ParseError(f"Key: {name}, Index: {i}. {int(nvals[i])} values do not split into rows of {length}", key=name, index=i)
         nrows = nvals // length
         return np.full(int(nrows.sum()), length, dtype=np.int64), nrows
-    pv, pc = columns[part.key]
+    pv, pc, _ = columns[part.key]
     pc = np.maximum(pc, 0)
     starts = np.cumsum(pc) - pc
     if isinstance(part, RowLengths):
@@ -237,7 +239,7 @@ def _partition_lengths(
 
 
 def _ragged(name: str, spec: RaggedFeature, columns: dict[str, Column], batch: int, single: bool) -> Any:
-    values, counts = columns[spec.value_key or name]
+    values, counts, _ = columns[spec.value_key or name]
     nvals = np.maximum(counts, 0)
     if single and spec.partitions and all(isinstance(p, UniformRowLength) for p in spec.partitions):
         inner = tuple(int(p.length) for p in spec.partitions[1:])
@@ -292,7 +294,7 @@ def _pad_value(spec: FixedLenSequenceFeature) -> Any:
 
 
 def _sequence_rows(name: str, spec: FixedLenSequenceFeature, column: Column, batch: int, single: bool) -> np.ndarray:
-    values, counts = column
+    values, counts, _ = column
     stride = math.prod(spec.shape)
     n = np.maximum(counts, 0)
     if stride and (n % stride).any():
@@ -313,7 +315,7 @@ def _assemble(features: Mapping[str, FeatureSpec], columns: dict[str, Column], b
         if isinstance(spec, FixedLenFeature):
             out[name] = _fixed(name, spec, columns[name], batch, single)
         elif isinstance(spec, VarLenFeature):
-            out[name] = _varlen(*columns[name], batch, single)
+            out[name] = _varlen(columns[name], batch, single)
         elif isinstance(spec, SparseFeature):
             out[name] = _sparse(name, spec, columns, batch, single)
         elif isinstance(spec, RaggedFeature):

@@ -88,13 +88,26 @@ fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
     }
 }
 
-pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>) -> Vec<(Py<PyAny>, Py<PyAny>)> {
+/// A parsed column as Python gets it: `(values, counts, uniform)`.
+pub type PyColumn = (Py<PyAny>, Py<PyAny>, i64);
+
+/// `(values, counts, uniform)` per column, `uniform` being the count every
+/// record has when they all have the same (and none lacks the feature), else -2:
+/// the common dense case then needs no array operation in Python.
+pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>) -> Vec<PyColumn> {
     columns
         .into_iter()
         .map(|c| {
+            let first = c.counts.first().copied().unwrap_or(-2);
+            let uniform = if first >= 0 && c.counts.iter().all(|&n| n == first) {
+                first
+            } else {
+                -2
+            };
             (
                 buffer_to_py(py, c.values),
                 c.counts.into_pyarray(py).into_any().unbind(),
+                uniform,
             )
         })
         .collect()
@@ -127,7 +140,7 @@ pub fn parse_example_columns(
     py: Python<'_>,
     records: &Bound<'_, PyAny>,
     requests: Vec<(String, String)>,
-) -> PyResult<Vec<(Py<PyAny>, Py<PyAny>)>> {
+) -> PyResult<Vec<PyColumn>> {
     let payloads = payloads(records)?;
     let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
     let requests = self::requests(requests)?;
@@ -146,10 +159,7 @@ pub fn parse_sequence_columns(
     records: &Bound<'_, PyAny>,
     context: Vec<(String, String)>,
     lists: Vec<(String, String)>,
-) -> PyResult<(
-    Vec<(Py<PyAny>, Py<PyAny>)>,
-    Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>,
-)> {
+) -> PyResult<(Vec<PyColumn>, Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>)> {
     let payloads = payloads(records)?;
     let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
     let (context, lists) = (requests(context)?, requests(lists)?);

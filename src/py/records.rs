@@ -17,7 +17,7 @@ use crate::example::{map_key_order, put_row, EntryLayout, Schema, Values};
 use crate::framing::{
     header_len, seal_frame, write_ofrecord, write_tfrecord, Format, Scanner, Span,
 };
-use crate::py::codec::{columns_to_py, requests, ColumnSource, Held};
+use crate::py::codec::{columns_to_py, requests, ColumnSource, Held, PyColumn};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
 use crate::window::{MappedWindow, Stream, StreamWindow, Window};
 
@@ -181,7 +181,7 @@ impl PyRecordScanner {
         py: Python<'_>,
         max_records: usize,
         requests: Vec<(String, String)>,
-    ) -> PyResult<(usize, Vec<(Py<PyAny>, Py<PyAny>)>)> {
+    ) -> PyResult<(usize, Vec<PyColumn>)> {
         let requests = self::requests(requests)?;
         let mut spans = std::mem::take(&mut self.spans);
         let scanner = self.scanner()?;
