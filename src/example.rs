@@ -83,17 +83,22 @@ impl Schema {
 /// Reads the LEN field with tag byte `tag` at `*pos`, if that is what is there.
 #[inline(always)]
 fn len_field_at<'a>(buf: &'a [u8], pos: &mut usize, tag: u8) -> Option<&'a [u8]> {
-    if *buf.get(*pos)? != tag {
+    let at = *pos;
+    if *buf.get(at)? != tag {
         return None;
     }
-    let (len, used) = read_varint(&buf[*pos + 1..]).ok()?;
-    let start = *pos + 1 + used;
-    let end = start.checked_add(usize::try_from(len).ok()?)?;
-    if end > buf.len() {
-        return None;
-    }
+    let first = *buf.get(at + 1)?;
+    let (len, start) = if first < 0x80 {
+        // Lengths under 128 (most keys, values and small entries): one byte.
+        (usize::from(first), at + 2)
+    } else {
+        let (len, used) = read_varint(&buf[at + 1..]).ok()?;
+        (usize::try_from(len).ok()?, at + 1 + used)
+    };
+    let end = start.checked_add(len)?;
+    let payload = buf.get(start..end)?;
     *pos = end;
-    Some(&buf[start..end])
+    Some(payload)
 }
 
 /// Calls `f` with the payload of every LEN field number 1 of `message`.
