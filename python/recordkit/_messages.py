@@ -21,7 +21,9 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
+    """A protobuf varint (negative values as their 64-bit two's complement)."""
+    value &= (1 << 64) - 1
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -32,7 +34,21 @@ def _varint(value: int) -> bytes:
 
 def len_field(number: int, payload: bytes) -> bytes:
     """A LEN field: tag, length, payload."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``data[pos:]`` and the position after it."""
+    result = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("truncated or overlong varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
 
 
 # --- coercion of values -------------------------------------------------------------

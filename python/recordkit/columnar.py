@@ -16,7 +16,7 @@ from recordkit import _native
 from recordkit._sources import Source, open_input
 from recordkit.features import FeatureSpec
 from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
-from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression
+from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing
 
 __all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names"]
 
@@ -268,18 +268,11 @@ def _row_ranges(rows: int, shards: int) -> list[tuple[int, int]]:
 
 def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str) -> None:
     rows, normalized = _normalize(columns, schema)
-    writers = [writer_factory(t) for t in targets]
-    try:
+    with all_or_nothing([writer_factory(t) for t in targets]) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
             # Encode in slices so the temporary lists stay small for huge inputs.
             for lo in range(start, end, 65536):
                 _write(writer, rows, normalized, lo, min(end, lo + 65536), schema)
-        for writer in writers:
-            writer.close()
-    except BaseException:
-        for writer in writers:
-            writer.abort()
-        raise
 
 
 def write_examples(

@@ -18,40 +18,18 @@ from recordkit._messages import (
     MessageMap,
     OneofFeature,
     _add_kind_properties,
-    coerce_bytes,
-    coerce_float32,
     coerce_float64,
-    coerce_int,
     coerce_int32,
     feature_map_entries,
     map_text,
-    text_bytes,
-    text_float32,
     text_float64,
 )
-from recordkit.train import _load_map
+from recordkit.train import BytesList, FloatList, Int64List, _load_map
+
+# BytesList, FloatList and Int64List are the same messages as TensorFlow's
+# (one repeated field 1); only the Feature around them differs.
 
 __all__ = ["BytesList", "FloatList", "DoubleList", "Int32List", "Int64List", "Feature", "OFRecord"]
-
-
-class BytesList(ListMessage):
-    """``BytesList``: ``value`` is a list of ``bytes``."""
-
-    __slots__ = ()
-    _KIND = "bytes_list"
-    _COERCE = staticmethod(coerce_bytes)
-    _DTYPE = None
-    _FORMAT = staticmethod(text_bytes)
-
-
-class FloatList(ListMessage):
-    """``FloatList``: float32 values."""
-
-    __slots__ = ()
-    _KIND = "float_list"
-    _COERCE = staticmethod(coerce_float32)
-    _DTYPE = "float32"
-    _FORMAT = staticmethod(text_float32)
 
 
 class DoubleList(ListMessage):
@@ -71,16 +49,6 @@ class Int32List(ListMessage):
     _KIND = "int32_list"
     _COERCE = staticmethod(coerce_int32)
     _DTYPE = "int32"
-    _FORMAT = staticmethod(str)
-
-
-class Int64List(ListMessage):
-    """``Int64List``: int64 values."""
-
-    __slots__ = ()
-    _KIND = "int64_list"
-    _COERCE = staticmethod(coerce_int)
-    _DTYPE = "int64"
     _FORMAT = staticmethod(str)
 
 

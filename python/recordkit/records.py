@@ -6,6 +6,7 @@ with the GIL released. This module decides what to open and how to report.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import warnings
@@ -25,6 +26,7 @@ __all__ = [
     "DamagedRegion",
     "count_records",
     "write_ofrecord_parts",
+    "all_or_nothing",
 ]
 
 OnError = Literal["raise", "skip"]
@@ -366,6 +368,20 @@ class OFRecordWriter(_RecordWriter):
     _format = "ofrecord"
 
 
+@contextlib.contextmanager
+def all_or_nothing(writers: list["_RecordWriter"]) -> Iterator[list["_RecordWriter"]]:
+    """Closes every writer if the block succeeds, and aborts every one if it
+    raises, so a set of files (shards, parts) appears whole or not at all."""
+    try:
+        yield writers
+        for writer in writers:
+            writer.close()
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
+
+
 def count_records(
     path: Source,
     compression: str | None = "auto",
@@ -436,16 +452,9 @@ def write_ofrecord_parts(
             17, f"{directory} already holds {len(stale)} part files (pass overwrite=True)", directory
         )
     paths = [os.path.join(directory, f"part-{i:0{suffix_length}d}") for i in range(num_parts)]
-    writers = [OFRecordWriter(p) for p in paths]
-    try:
+    with all_or_nothing([OFRecordWriter(p) for p in paths]) as writers:
         for writer, record in zip(itertools.cycle(writers), records):
             writer.write(record)
         for name in stale:
             os.unlink(os.path.join(directory, name))
-        for writer in writers:
-            writer.close()
-    except BaseException:
-        for writer in writers:
-            writer.abort()
-        raise
     return paths

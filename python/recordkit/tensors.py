@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from recordkit._messages import len_field, read_varint, varint
 from recordkit.errors import ParseError
 
 __all__ = ["serialize_tensor", "parse_tensor"]
@@ -52,20 +53,6 @@ def _dtype_name(dtype: Any) -> str:
     return name
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _len_field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def serialize_tensor(array: Any) -> bytes:
     """TensorFlow's serialized ``TensorProto`` of ``array`` (byte-identical to ``tf.io.serialize_tensor``).
 
@@ -76,31 +63,25 @@ def serialize_tensor(array: Any) -> bytes:
         array = np.array(array.encode() if isinstance(array, str) else array, dtype=object)
     array = np.asarray(array)
     name = _dtype_name(array.dtype)
-    shape = b"".join(_len_field(2, b"\x08" + _varint(d) if d else b"") for d in array.shape)
-    out = bytearray(b"\x08" + _varint(_DT[name]) + _len_field(2, shape))
+    shape = b"".join(len_field(2, b"\x08" + varint(d) if d else b"") for d in array.shape)
+    out = bytearray(b"\x08" + varint(_DT[name]) + len_field(2, shape))
     if name == "string":
         for value in array.reshape(-1).tolist():
             if isinstance(value, str):
                 value = value.encode()
             if not isinstance(value, (bytes, bytearray)):
                 raise TypeError(f"a string tensor holds bytes or str, not {type(value).__name__}")
-            out += _len_field(8, bytes(value))
+            out += len_field(8, bytes(value))
     elif array.size:
-        out += _len_field(4, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes())
+        out += len_field(4, np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes())
     return bytes(out)
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ParseError("Could not parse `serialized` as TensorProto: bad varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
+    try:
+        return read_varint(data, pos)
+    except ValueError:
+        raise ParseError("Could not parse `serialized` as TensorProto: bad varint") from None
 
 
 def _fields(data: bytes):

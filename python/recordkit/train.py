@@ -28,6 +28,7 @@ from recordkit._messages import (
     indent,
     len_field,
     map_text,
+    read_varint,
     text_bytes,
     text_float32,
     wire_key_order,
@@ -136,29 +137,18 @@ def _has_top_field(data: bytes, number: int) -> bool:
     """Whether a LEN field `number` appears at the top level of `data` (data already validated)."""
     pos = 0
     while pos < len(data):
-        key, pos = _read_varint(data, pos)
+        key, pos = read_varint(data, pos)
         wire = key & 7
         if key >> 3 == number:
             return True
         if wire == 0:
-            _, pos = _read_varint(data, pos)
+            _, pos = read_varint(data, pos)
         elif wire == 2:
-            size, pos = _read_varint(data, pos)
+            size, pos = read_varint(data, pos)
             pos += size
         else:
             pos += {1: 8, 5: 4}.get(wire, len(data))
     return False
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
 
 
 class Example(Message):
