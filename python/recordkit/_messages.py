@@ -524,3 +524,45 @@ def map_text(field: str, entries: dict, value_text: Callable[[Any], list[str]]) 
 def feature_map_entries(features: dict) -> list[tuple[str, str | None, Any]]:
     """``[(key, kind, values)]`` for the encoder."""
     return [(key, *feature.kind_and_values) for key, feature in features.items()]
+
+
+class FeatureMap(Message):
+    """A ``map<string, Feature>`` message: TensorFlow's ``Features`` or OneFlow's ``OFRecord``."""
+
+    __slots__ = ("_feature",)
+    _FEATURE: ClassVar[type[OneofFeature]]
+    _SCHEMA: ClassVar[str]
+
+    def __init__(self, feature: Any = None) -> None:
+        self._owner = None
+        self._feature = MessageMap(self._FEATURE, self._notify, feature)
+
+    @property
+    def feature(self) -> MessageMap:
+        """Name to Feature; reading a missing name creates it."""
+        return self._feature
+
+    @feature.setter
+    def feature(self, value: Any) -> None:
+        dict.clear(self._feature)
+        for key, item in dict(value).items():
+            self._feature[key] = item
+
+    def Clear(self) -> None:
+        """Removes every feature."""
+        dict.clear(self._feature)
+
+    def _serialize(self) -> bytes:
+        return _native.encode_features(feature_map_entries(self._feature), self._SCHEMA, "map")
+
+    def _parse(self, data: bytes) -> None:
+        self._load(_native.decode_features(data, self._SCHEMA, "map"))
+
+    def _load(self, decoded: Any) -> None:
+        for key, (kind, values) in decoded.items():
+            feature = self._FEATURE()
+            feature._load(kind, values)
+            dict.__setitem__(self._feature, key, self._feature._adopt(feature))
+
+    def _text(self) -> list[str]:
+        return map_text("feature", self._feature, lambda f: f._text())

@@ -9,22 +9,17 @@ in TensorFlow, so the same bytes decode differently.
 
 from __future__ import annotations
 
-from typing import Mapping
 
-from recordkit import _native
 from recordkit._messages import (
+    FeatureMap,
     ListMessage,
-    Message,
-    MessageMap,
     OneofFeature,
     _add_kind_properties,
     coerce_float64,
     coerce_int32,
-    feature_map_entries,
-    map_text,
     text_float64,
 )
-from recordkit.train import BytesList, FloatList, Int64List, _load_map
+from recordkit.train import BytesList, FloatList, Int64List
 
 # BytesList, FloatList and Int64List are the same messages as TensorFlow's
 # (one repeated field 1); only the Feature around them differs.
@@ -72,32 +67,9 @@ class Feature(OneofFeature):
     int64_list: Int64List
 
 
-class OFRecord(Message):
+class OFRecord(FeatureMap):
     """``OFRecord``: ``feature`` maps names to :class:`Feature`."""
 
-    __slots__ = ("_feature",)
-
-    def __init__(self, feature: Mapping[str, Feature] | None = None) -> None:
-        self._owner = None
-        self._feature = MessageMap(Feature, self._changed, feature)
-
-    def _changed(self) -> None:
-        self._notify()
-
-    @property
-    def feature(self) -> MessageMap:
-        """Name to :class:`Feature`; reading a missing name creates it."""
-        return self._feature
-
-    def Clear(self) -> None:
-        """Removes every feature."""
-        dict.clear(self._feature)
-
-    def _serialize(self) -> bytes:
-        return _native.encode_features(feature_map_entries(self._feature), "oneflow", "map")
-
-    def _parse(self, data: bytes) -> None:
-        _load_map(self._feature, _native.decode_features(data, "oneflow", "map"), Feature)
-
-    def _text(self) -> list[str]:
-        return map_text("feature", self._feature, lambda f: f._text())
+    __slots__ = ()
+    _FEATURE = Feature
+    _SCHEMA = "oneflow"

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from recordkit import _native
 from recordkit._messages import (
+    FeatureMap,
     ListMessage,
     Message,
     MessageMap,
@@ -89,48 +90,12 @@ class Feature(OneofFeature):
     int64_list: Int64List
 
 
-def _load_map(target: MessageMap, decoded: Mapping[str, tuple[str | None, Any]], factory: type[OneofFeature]) -> None:
-    for key, (kind, values) in decoded.items():
-        feature = factory()
-        feature._load(kind, values)
-        dict.__setitem__(target, key, target._adopt(feature))
-
-
-class Features(Message):
+class Features(FeatureMap):
     """``tf.train.Features``: ``feature`` maps names to :class:`Feature`."""
 
-    __slots__ = ("_feature",)
-
-    def __init__(self, feature: Mapping[str, Feature] | None = None) -> None:
-        self._owner = None
-        self._feature = MessageMap(Feature, self._changed, feature)
-
-    def _changed(self) -> None:
-        self._notify()
-
-    @property
-    def feature(self) -> MessageMap:
-        """Name to :class:`Feature`; reading a missing name creates it."""
-        return self._feature
-
-    @feature.setter
-    def feature(self, value: Mapping[str, Feature]) -> None:
-        dict.clear(self._feature)
-        for key, item in value.items():
-            self._feature[key] = item
-
-    def Clear(self) -> None:
-        """Removes every feature."""
-        dict.clear(self._feature)
-
-    def _serialize(self) -> bytes:
-        return _native.encode_features(feature_map_entries(self._feature), "tensorflow", "map")
-
-    def _parse(self, data: bytes) -> None:
-        _load_map(self._feature, _native.decode_features(data, "tensorflow", "map"), Feature)
-
-    def _text(self) -> list[str]:
-        return map_text("feature", self._feature, lambda f: f._text())
+    __slots__ = ()
+    _FEATURE = Feature
+    _SCHEMA = "tensorflow"
 
 
 def _has_top_field(data: bytes, number: int) -> bool:
@@ -199,7 +164,7 @@ class Example(Message):
 
     def _parse(self, data: bytes) -> None:
         decoded = _native.decode_features(data, "tensorflow", "example")
-        _load_map(self._features._feature, decoded, Feature)
+        self._features._load(decoded)
         self._has_features = bool(decoded) or _has_top_field(data, 1)
 
     def _text(self) -> list[str]:
@@ -362,7 +327,7 @@ class SequenceExample(Message):
 
     def _parse(self, data: bytes) -> None:
         context, lists = _native.decode_sequence(data)
-        _load_map(self._context._feature, context, Feature)
+        self._context._load(context)
         self._feature_lists._load(lists)
         self._has = {"context": bool(context) or _has_top_field(data, 1), "feature_lists": bool(lists) or _has_top_field(data, 2)}
 
