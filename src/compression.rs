@@ -188,11 +188,14 @@ impl<R: Read> Read for Inflater<R> {
             self.consumed += used as u64;
             match status {
                 Err(e) => {
-                    return self.fail(StreamFault::Corrupt(format!(
+                    // Bytes decoded before the error are delivered first: the
+                    // records they hold have CRCs of their own to vouch for them.
+                    self.fault = Some(StreamFault::Corrupt(format!(
                         "{} stream is corrupt at compressed byte {}: {e}",
                         self.kind.name(),
                         self.consumed
-                    )))
+                    )));
+                    return Ok(produced);
                 }
                 Ok(Status::StreamEnd) => {
                     self.member_done = true;
@@ -326,6 +329,17 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn bytes_before_a_corruption_are_delivered() {
+        let data: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 97).to_le_bytes()).collect();
+        let mut compressed = compress(Compression::Gzip, &data);
+        let n = compressed.len();
+        compressed[n - 5] ^= 0xff; // the CRC trailer: detected only at the very end
+        let (out, fault) = inflate(Compression::Gzip, &compressed);
+        assert!(matches!(fault, Some(StreamFault::Corrupt(_))));
+        assert_eq!(out, data, "everything decoded before the trailer must come through");
     }
 
     #[test]

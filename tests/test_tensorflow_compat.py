@@ -178,3 +178,27 @@ def test_serialize_tensor_matches_tensorflow(dtype: str) -> None:
     assert back.tolist() == array.tolist()
     scalar = np.array(array.reshape(-1)[0], dtype=array.dtype)
     assert rk.serialize_tensor(scalar) == tf.io.serialize_tensor(tf.constant(scalar)).numpy()
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_damaged_compressed_streams_keep_more_than_tensorflow(tmp_path: Path, compression: str) -> None:
+    """TensorFlow drops the rest of its 256 KiB decode buffer when inflate fails;
+    recordkit delivers every record whose CRC checks, then reports the damage."""
+    rng = random.Random(11)
+    records = [bytes([i % 251]) * rng.randrange(10, 300) + rng.randbytes(50) for i in range(2000)]
+    clean_path = tmp_path / "clean"
+    with rk.TFRecordWriter(clean_path, compression=compression) as writer:
+        writer.write_many(records)
+    clean = clean_path.read_bytes()
+    damaged = tmp_path / "damaged"
+    for _ in range(15):
+        data = bytearray(clean)
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        damaged.write_bytes(bytes(data))
+        want, tf_error = tf_read(damaged, compression)
+        got: list[bytes] = []
+        with pytest.raises(rk.DataLossError):
+            got.extend(rk.TFRecordReader(damaged, compression=compression))
+        assert tf_error is not None
+        assert got == records[: len(got)], "every record delivered is intact"
+        assert got[: len(want)] == want, "TensorFlow's records are a prefix of recordkit's"
