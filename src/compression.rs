@@ -333,13 +333,18 @@ mod tests {
 
     #[test]
     fn bytes_before_a_corruption_are_delivered() {
-        let data: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 97).to_le_bytes()).collect();
+        let data: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 97).to_le_bytes())
+            .collect();
         let mut compressed = compress(Compression::Gzip, &data);
         let n = compressed.len();
         compressed[n - 5] ^= 0xff; // the CRC trailer: detected only at the very end
         let (out, fault) = inflate(Compression::Gzip, &compressed);
         assert!(matches!(fault, Some(StreamFault::Corrupt(_))));
-        assert_eq!(out, data, "everything decoded before the trailer must come through");
+        assert_eq!(
+            out, data,
+            "everything decoded before the trailer must come through"
+        );
     }
 
     #[test]

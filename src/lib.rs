@@ -18,6 +18,9 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 mod _native {
     #[pymodule_export]
+    use crate::py::random_access::PyFrameReader;
+
+    #[pymodule_export]
     use crate::py::records::{PyRecordScanner, PyRecordWriter};
 
     #[pymodule_export]

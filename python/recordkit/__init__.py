@@ -42,6 +42,7 @@ from recordkit.parsing import (
     parse_single_sequence_example,
 )
 from recordkit.images import image_shape
+from recordkit.index import IndexedDataset, build_index, read_index
 from recordkit.tensors import parse_tensor, serialize_tensor
 from recordkit.records import (
     DamagedRegion,
@@ -91,6 +92,9 @@ __all__ = [
     "serialize_tensor",
     "parse_tensor",
     "image_shape",
+    "build_index",
+    "read_index",
+    "IndexedDataset",
     "TFRecordReader",
     "TFRecordWriter",
     "OFRecordReader",

@@ -4,4 +4,5 @@
 pub mod codec;
 pub mod errors;
 pub mod files;
+pub mod random_access;
 pub mod records;

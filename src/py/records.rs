@@ -8,7 +8,7 @@ use std::io::{BufWriter, Cursor, Read, Seek, Write};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 
-use numpy::PyReadonlyArray1;
+use numpy::{IntoPyArray, PyReadonlyArray1};
 
 use crate::columns::parse_examples;
 use crate::compression::{Compression, Encoder, Inflater};
@@ -204,6 +204,25 @@ impl PyRecordScanner {
         let columns = columns_to_py(py, columns);
         self.spans = spans;
         Ok((n, columns))
+    }
+
+    /// Frames up to `max_records` records without copying payloads:
+    /// `(frame offsets, frame sizes)`, whole frames as index files give them.
+    fn next_frames<'py>(
+        &mut self,
+        py: Python<'py>,
+        max_records: usize,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let mut spans = std::mem::take(&mut self.spans);
+        let scanner = self.scanner()?;
+        py.detach(|| scanner.next_batch(max_records.max(1), usize::MAX, &mut spans))?;
+        let offsets: Vec<u64> = spans.iter().map(|s| s.pos - 12).collect();
+        let sizes: Vec<u64> = spans.iter().map(|s| s.len as u64 + 16).collect();
+        self.spans = spans;
+        Ok((
+            offsets.into_pyarray(py).into_any(),
+            sizes.into_pyarray(py).into_any(),
+        ))
     }
 
     /// Counts the remaining records, skipping payloads.

@@ -1,0 +1,192 @@
+"""Random access to TFRecord files through an index of record offsets.
+
+The index is the text format DALI's and the ``tfrecord`` package's
+``tfrecord2idx`` write: one line per record, ``"<offset> <size>"``, the size
+being the whole frame (header, payload and CRCs). Their index files work here
+and ours work there.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from recordkit import _native
+from recordkit._sources import open_output
+from recordkit.features import FeatureSpec
+from recordkit.parsing import parse_example, parse_single_example
+
+__all__ = ["build_index", "read_index", "IndexedDataset"]
+
+def _refuse_compressed(path: str) -> None:
+    scanner = _native.RecordScanner(path, name=path)
+    scanner_says = scanner.compression
+    scanner.close()
+    if scanner_says != "none":
+        raise ValueError(
+            f"{path} is {scanner_says.upper()}-compressed: a compressed stream has no record offsets to "
+            "index (reaching record i means decompressing everything before it). Write it uncompressed "
+            "for random access, e.g. with rk.TFRecordWriter(dst).write_many(rk.TFRecordReader(src))."
+        )
+
+
+def build_index(path: str | os.PathLike[str], index_path: str | os.PathLike[str] | None = None) -> str:
+    """Writes the index of a TFRecord file and returns its path (default: ``<path>.idx``).
+
+    Only record headers are read (and their length CRCs checked); payloads are
+    skipped. The index appears only when complete.
+
+    Raises:
+        ValueError: For a compressed file, which cannot be indexed by offset.
+        DataLossError: If the framing is damaged.
+    """
+    path = os.fspath(path)
+    _refuse_compressed(path)
+    index_path = os.fspath(index_path) if index_path is not None else path + ".idx"
+    scanner = _native.RecordScanner(path, name=path, compression="none", verify=False)
+    target = open_output(index_path)
+    try:
+        with open(target.handle, "w") as out:
+            while True:
+                offsets, sizes = scanner.next_frames(65536)
+                if not len(offsets):
+                    break
+                out.write("".join(f"{o} {s}\n" for o, s in zip(offsets.tolist(), sizes.tolist())))
+        target.commit()
+    except BaseException:
+        target.discard()
+        raise
+    finally:
+        scanner.close()
+    return index_path
+
+
+def read_index(index_path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, sizes)`` from an index file (ours, DALI's or ``tfrecord2idx``'s)."""
+    with open(index_path, "rb") as f:
+        data = f.read()
+    if not data.strip():
+        return np.empty(0, np.uint64), np.empty(0, np.uint64)
+    try:
+        pairs = np.array(data.split(), dtype=np.uint64).reshape(-1, 2)
+    except ValueError:
+        raise ValueError(f"{index_path} is not an index file: expected lines of '<offset> <size>'") from None
+    return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+
+
+def _index_for(path: str, index: str | None) -> tuple[np.ndarray, np.ndarray]:
+    if index is not None:
+        return read_index(index)
+    for candidate in (path + ".idx", path + ".index", os.path.splitext(path)[0] + ".tfindex"):
+        if os.path.exists(candidate) and os.path.getmtime(candidate) >= os.path.getmtime(path):
+            return read_index(candidate)
+    try:
+        return read_index(build_index(path))  # cached beside the file
+    except PermissionError:
+        scanner = _native.RecordScanner(path, name=path, compression="none", verify=False)
+        parts = []
+        while True:
+            offsets, sizes = scanner.next_frames(65536)
+            if not len(offsets):
+                break
+            parts.append((offsets, sizes))
+        return (np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.uint64),
+                np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.uint64))
+
+
+class IndexedDataset:
+    """A map-style dataset over TFRecord files: ``len(ds)``, ``ds[i]``, ``ds.__getitems__([i, j, ...])``.
+
+    Works with PyTorch samplers (``__getitems__`` is PyTorch's batched fetch)
+    and as a Grain ``RandomAccessDataSource``. Records are read by offset and
+    CRC-checked in Rust, a batch per call.
+
+    Args:
+        source: A TFRecord path or a list of them (records are numbered across
+            the files in order). Files must be uncompressed.
+        features: A parse spec: items are then parsed (``ds[i]`` gives
+            :func:`parse_single_example`'s shapes, ``__getitems__`` a batch
+            as :func:`parse_example`). None gives raw ``bytes``.
+        index: Index file(s) matching ``source``. When None, ``<path>.idx``
+            (or a fresh ``.index`` / ``.tfindex`` of DALI or tfrecord2idx) is
+            used, and built on first use when missing, cached beside the
+            file when the folder is writable.
+        verify: Check each payload's CRC.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        features: Mapping[str, FeatureSpec] | None = None,
+        index: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        *,
+        verify: bool = True,
+    ) -> None:
+        paths = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source]
+        indexes = [None] * len(paths) if index is None else (
+            [os.fspath(index)] if isinstance(index, (str, os.PathLike)) else [os.fspath(i) for i in index])
+        if len(indexes) != len(paths):
+            raise ValueError(f"{len(paths)} files but {len(indexes)} index files")
+        self.paths = paths
+        self.features = features
+        self.verify = verify
+        self._offsets, self._sizes, self._starts = [], [], [0]
+        for path, idx in zip(paths, indexes):
+            if idx is None:
+                _refuse_compressed(path)
+            offsets, sizes = _index_for(path, idx)
+            self._offsets.append(offsets)
+            self._sizes.append(sizes)
+            self._starts.append(self._starts[-1] + len(offsets))
+        self._readers: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def _reader(self, file: int) -> Any:
+        reader = self._readers.get(file)
+        if reader is None:
+            reader = self._readers[file] = _native.FrameReader(self.paths[file])
+        return reader
+
+    def _locate(self, i: int) -> tuple[int, int]:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for {n} records")
+        i %= n
+        file = bisect.bisect_right(self._starts, i) - 1
+        return file, i - self._starts[file]
+
+    def records(self, indices: Sequence[int]) -> list[bytes]:
+        """The raw records at ``indices``, in that order."""
+        located = [self._locate(int(i)) for i in indices]
+        out: list[bytes | None] = [None] * len(located)
+        by_file: dict[int, list[int]] = {}
+        for position, (file, _) in enumerate(located):
+            by_file.setdefault(file, []).append(position)
+        for file, positions in by_file.items():
+            local = np.array([located[p][1] for p in positions], dtype=np.int64)
+            payloads = self._reader(file).read(
+                self._offsets[file][local], self._sizes[file][local],
+                (local + self._starts[file]).astype(np.uint64), self.verify,
+            )
+            for position, payload in zip(positions, payloads):
+                out[position] = payload
+        return out  # type: ignore[return-value]
+
+    def __getitem__(self, i: int) -> Any:
+        [record] = self.records([i])
+        if self.features is None:
+            return record
+        return parse_single_example(record, self.features)
+
+    def __getitems__(self, indices: Sequence[int]) -> Any:
+        """A batch: raw records, or one parsed batch when ``features`` is set."""
+        records = self.records(indices)
+        return records if self.features is None else parse_example(records, self.features)
+
+    def __repr__(self) -> str:
+        return f"IndexedDataset({len(self)} records in {len(self.paths)} file(s))"

@@ -1,0 +1,136 @@
+//! Reading records by byte offset (for indexed, random access).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+
+use crate::crc::{masked_crc32c, unmask};
+use crate::error::{DamageKind, DataLoss, Error, Result};
+
+/// An open record file read by offset, the GIL released during reads.
+#[pyclass(module = "recordkit._native", name = "FrameReader")]
+pub struct PyFrameReader {
+    file: File,
+    path: String,
+}
+
+fn loss(path: &str, offset: u64, index: u64, kind: DamageKind, detail: String) -> Error {
+    DataLoss {
+        kind,
+        path: path.to_string(),
+        offset,
+        record_index: index,
+        detail,
+    }
+    .into()
+}
+
+/// Reads and checks the TFRecord frame of `size` bytes at `offset`; returns its payload.
+fn read_frame(
+    file: &File,
+    path: &str,
+    offset: u64,
+    size: u64,
+    index: u64,
+    verify: bool,
+) -> Result<Vec<u8>> {
+    if size < 16 {
+        return Err(loss(
+            path,
+            offset,
+            index,
+            DamageKind::CorruptLength,
+            format!(
+                "the index gives record {index} a size of {size} bytes, less than a frame's 16"
+            ),
+        ));
+    }
+    let mut frame = vec![0u8; size as usize];
+    file.read_exact_at(&mut frame, offset).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => loss(path, offset, index, DamageKind::TruncatedRecord, format!("truncated record at {offset}: the file ends before the {size} bytes the index gives")),
+        _ => Error::Io { path: path.to_string(), source: e },
+    })?;
+    let stored = u32::from_le_bytes(frame[8..12].try_into().unwrap());
+    if unmask(stored) != crate::crc::crc32c(&frame[..8]) {
+        return Err(loss(path, offset, index, DamageKind::CorruptLength, format!("corrupted record at {offset}: the length field fails its CRC (is the index for this file?)")));
+    }
+    let length = u64::from_le_bytes(frame[..8].try_into().unwrap());
+    if length + 16 != size {
+        return Err(loss(
+            path,
+            offset,
+            index,
+            DamageKind::CorruptLength,
+            format!(
+                "record at {offset} holds {length} bytes but the index says {}",
+                size - 16
+            ),
+        ));
+    }
+    let end = frame.len() - 4;
+    if verify
+        && masked_crc32c(&frame[12..end]) != u32::from_le_bytes(frame[end..].try_into().unwrap())
+    {
+        return Err(loss(
+            path,
+            offset + 12,
+            index,
+            DamageKind::CorruptData,
+            format!(
+                "corrupted record at {}: the data fails its CRC",
+                offset + 12
+            ),
+        ));
+    }
+    frame.truncate(end);
+    frame.drain(..12);
+    Ok(frame)
+}
+
+#[pymethods]
+impl PyFrameReader {
+    #[new]
+    fn new(py: Python<'_>, path: String) -> PyResult<Self> {
+        let file = py
+            .detach(|| File::open(&path))
+            .map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(PyFrameReader { file, path })
+    }
+
+    /// The payloads of the TFRecord frames at `offsets` with `sizes` (whole
+    /// frames, as index files give them); `indices` name them in errors.
+    #[pyo3(signature = (offsets, sizes, indices, verify = true))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        offsets: PyReadonlyArray1<'py, u64>,
+        sizes: PyReadonlyArray1<'py, u64>,
+        indices: PyReadonlyArray1<'py, u64>,
+        verify: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let (offsets, sizes, indices) =
+            (offsets.as_slice()?, sizes.as_slice()?, indices.as_slice()?);
+        if offsets.len() != sizes.len() || offsets.len() != indices.len() {
+            return Err(Error::InvalidArgument(
+                "offsets, sizes and indices must have the same length".into(),
+            )
+            .into());
+        }
+        let (file, path) = (&self.file, self.path.as_str());
+        let payloads = py.detach(|| {
+            offsets
+                .iter()
+                .zip(sizes)
+                .zip(indices)
+                .map(|((&o, &s), &i)| read_frame(file, path, o, s, i, verify))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        PyList::new(py, payloads.iter().map(|p| PyBytes::new(py, p)))
+    }
+}
