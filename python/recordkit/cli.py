@@ -1,20 +1,28 @@
 """The ``recordkit`` command (also ``python -m recordkit``).
 
-Subcommands so far: ``count`` and ``verify``. Errors are one line on stderr
-and a non-zero exit status; ``--debug`` shows the traceback.
+Subcommands so far: ``count``, ``verify``, ``cat`` / ``head`` and ``index``.
+Errors are one line on stderr and a non-zero exit status; ``--debug`` shows
+the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import glob
+import json
+import math
 import os
 import sys
 import warnings
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
-from recordkit import __version__
-from recordkit.errors import DataLossError, DataLossWarning
+import numpy as np
+
+from recordkit import __version__, ofrecord, train
+from recordkit.codec import decode_ofrecord, decode_sequence_example
+from recordkit.errors import DataLossError, DataLossWarning, ParseError
+from recordkit.index import build_index
 from recordkit.records import OFRecordReader, TFRecordReader, count_records
 
 __all__ = ["main"]
@@ -34,7 +42,7 @@ def _expand(patterns: Sequence[str]) -> list[str]:
     return paths
 
 
-def _format_of(path: str, forced: str | None) -> str:
+def _record_format(path: str, forced: str | None) -> str:
     if forced:
         return forced
     return "ofrecord" if os.path.basename(path).startswith("part-") else "tfrecord"
@@ -44,7 +52,7 @@ def _count(args: argparse.Namespace) -> int:
     paths = _expand(args.paths)
     total = 0
     for path in paths:
-        n = count_records(path, args.compression, format=_format_of(path, args.format))
+        n = count_records(path, args.compression, format=_record_format(path, args.record_format))
         total += n
         print(f"{n}\t{path}" if len(paths) > 1 else n)
     if len(paths) > 1:
@@ -55,7 +63,7 @@ def _count(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     damaged = 0
     for path in _expand(args.paths):
-        fmt = _format_of(path, args.format)
+        fmt = _record_format(path, args.record_format)
         problems: list[str] = []
         if fmt == "tfrecord":
             reader = TFRecordReader(path, args.compression, on_error="skip")
@@ -84,6 +92,86 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if damaged else 0
 
 
+def _json_value(value: Any) -> Any:
+    """A decoded feature as JSON: numbers as numbers (non-finite as strings),
+    bytes as strings when they are UTF-8, else ``{"base64": ...}``."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [_json_bytes(v) for v in value]
+    if value.dtype == np.float32:
+        # The shortest decimal that reads back as the same float32 (1.0000001, not 1.0000001192092896).
+        return [float(str(v)) if math.isfinite(v) else str(v) for v in value]
+    return [v if not isinstance(v, float) or math.isfinite(v) else str(v) for v in value.tolist()]
+
+
+def _json_bytes(value: bytes) -> Any:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+def _is_sequence_example(record: bytes) -> bool:
+    """SequenceExamples carry field 2 (feature_lists) at the top level; Examples never do."""
+    return train._has_top_field(record, 2)
+
+
+def _describe(record: bytes, fmt: str, kind: str, keep: set[str] | None) -> str:
+    """One record as a JSON line or in protobuf text format."""
+    def pick(mapping: dict) -> dict:
+        return {k: v for k, v in mapping.items() if keep is None or k in keep}
+
+    try:
+        if kind == "ofrecord":
+            if fmt == "text":
+                return str(ofrecord.OFRecord(pick(dict(ofrecord.OFRecord.FromString(record).feature))))
+            return json.dumps({k: _json_value(v) for k, v in pick(decode_ofrecord(record)).items()})
+        if _is_sequence_example(record):
+            context, lists = decode_sequence_example(record)
+            if fmt == "text":
+                return str(train.SequenceExample.FromString(record))
+            return json.dumps({
+                "context": {k: _json_value(v) for k, v in pick(context).items()},
+                "feature_lists": {k: [_json_value(s) for s in steps] for k, steps in pick(lists).items()},
+            })
+        example = train.Example.FromString(record)
+        if fmt == "text":
+            kept = train.Example(features=train.Features(pick(dict(example.features.feature))))
+            return str(kept)
+        features = {k: _json_value(f.kind_and_values[1] if f.kind_and_values[0] != "bytes_list" else list(f.bytes_list.value))
+                    for k, f in example.features.feature.items()}
+        return json.dumps(pick(dict(sorted(features.items()))))
+    except ParseError:
+        return json.dumps({"undecodable_record": {"base64": base64.b64encode(record).decode("ascii")}})
+
+
+def _records(path: str, args: argparse.Namespace) -> Iterator[bytes]:
+    if _record_format(path, args.record_format) == "ofrecord":
+        return iter(OFRecordReader(path, args.compression))
+    return iter(TFRecordReader(path, args.compression))
+
+
+def _cat(args: argparse.Namespace) -> int:
+    keep = set(args.features.split(",")) if args.features else None
+    shown = 0
+    for path in _expand(args.paths):
+        kind = _record_format(path, args.record_format)
+        for record in _records(path, args):
+            if args.limit is not None and shown >= args.limit:
+                return 0
+            text = _describe(record, args.output_format, kind, keep)
+            print(text if args.output_format == "json" else text.rstrip("\n") + "\n")
+            shown += 1
+    return 0
+
+
+def _index(args: argparse.Namespace) -> int:
+    for path in _expand(args.paths):
+        print(build_index(path))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recordkit",
@@ -100,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("paths", nargs="+", metavar="PATH", help="files, globs or URLs")
         sub.add_argument("--compression", default="auto", help='"auto" (default), "none", "gzip" or "zlib"')
-        sub.add_argument("--format", choices=["tfrecord", "ofrecord"],
+        sub.add_argument("--record-format", choices=["tfrecord", "ofrecord"],
                          help="default: ofrecord for part-NNNNN files, tfrecord otherwise")
         return sub
 
@@ -109,6 +197,16 @@ def _parser() -> argparse.ArgumentParser:
     add("verify", "Check every record's CRCs and framing; exit 1 if anything is damaged, "
         "with one line per problem giving the file and byte offset.",
         "recordkit verify data/*.tfrecord.gz").set_defaults(run=_verify)
+    for name, limit in (("cat", None), ("head", 10)):
+        sub = add(name, "Print records as JSON lines (bytes as UTF-8 strings, else {\"base64\": ...}) or in "
+                  f"protobuf text format{'; the first 10 by default' if limit else ''}.",
+                  f"recordkit {name} data/train.tfrecord --limit 3 --format text --features label,image")
+        sub.add_argument("--limit", "-n", type=int, default=limit, help="print at most this many records")
+        sub.add_argument("--format", dest="output_format", choices=["json", "text"], default="json")
+        sub.add_argument("--features", help="comma-separated feature names to show (default: all)")
+        sub.set_defaults(run=_cat)
+    add("index", "Write an index (\"<offset> <size>\" per record, DALI's and tfrecord2idx's format) "
+        "beside each uncompressed TFRecord file.", "recordkit index data/*.tfrecord").set_defaults(run=_index)
     return parser
 
 
