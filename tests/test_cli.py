@@ -75,3 +75,26 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "missing.tfrecord" in result.stderr
     assert "Traceback" in run("--debug", "count", str(tmp_path / "missing.tfrecord")).stderr
     assert "example:" in run("cat", "--help").stdout
+
+
+@pytest.mark.parametrize("case_id", ["bad-data-crc", "bad-length", "truncated-payload", "truncated-gzip"])
+def test_salvage_keeps_exactly_the_intact_records(conformance_dir: Path, tmp_path: Path, case_id: str) -> None:
+    case = CASES[case_id]
+    out = tmp_path / "fixed.tfrecord"
+    result = run("salvage", str(conformance_dir / case["file"]), str(out))
+    assert result.returncode == 0, result.stderr
+    kept = list(rk.TFRecordReader(out))
+    intact = list(rk.TFRecordReader(conformance_dir / "tutorial.tfrecord"))
+    # Everything before the damage, and (uncompressed) everything after the damaged record.
+    assert kept[: case["count"]] == intact[: case["count"]]
+    if case["compression"] is None and case_id != "truncated-payload":
+        assert kept == intact[: case["count"]] + intact[case["count"] + 1 :]
+    assert f"kept {len(kept)} records" in result.stdout
+
+
+def test_tensorflow_reads_salvaged_files(conformance_dir: Path, tmp_path: Path) -> None:
+    tf = pytest.importorskip("tensorflow")
+    out = tmp_path / "fixed.tfrecord.gz"
+    assert run("salvage", str(conformance_dir / "bad-data-crc.tfrecord"), str(out), "--output-compression", "gzip").returncode == 0
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(out), compression_type="GZIP")]
+    assert records == list(rk.TFRecordReader(out)) and len(records) == 988

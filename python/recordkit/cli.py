@@ -1,6 +1,6 @@
 """The ``recordkit`` command (also ``python -m recordkit``).
 
-Subcommands so far: ``count``, ``verify``, ``cat`` / ``head`` and ``index``.
+Subcommands so far: ``count``, ``verify``, ``cat`` / ``head``, ``salvage`` and ``index``.
 Errors are one line on stderr and a non-zero exit status; ``--debug`` shows
 the traceback.
 """
@@ -23,7 +23,7 @@ from recordkit import __version__, ofrecord, train
 from recordkit.codec import decode_ofrecord, decode_sequence_example
 from recordkit.errors import DataLossError, DataLossWarning, ParseError
 from recordkit.index import build_index
-from recordkit.records import OFRecordReader, TFRecordReader, count_records
+from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records
 
 __all__ = ["main"]
 
@@ -166,6 +166,20 @@ def _cat(args: argparse.Namespace) -> int:
     return 0
 
 
+def _salvage(args: argparse.Namespace) -> int:
+    reader = TFRecordReader(args.source, args.compression, on_error="skip")
+    compression = args.output_compression
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataLossWarning)
+        with TFRecordWriter(args.destination, compression=None if compression == "none" else compression) as writer:
+            writer.write_many(reader)
+    for region in reader.stats.damaged_regions:
+        print(f"{args.source}: offset {region.offset}: skipped {region.bytes_skipped} bytes ({region.detail})")
+    print(f"kept {reader.stats.records} records; skipped {reader.stats.bytes_skipped} bytes in "
+          f"{len(reader.stats.damaged_regions)} damaged regions -> {args.destination}")
+    return 0
+
+
 def _index(args: argparse.Namespace) -> int:
     for path in _expand(args.paths):
         print(build_index(path))
@@ -205,6 +219,19 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--format", dest="output_format", choices=["json", "text"], default="json")
         sub.add_argument("--features", help="comma-separated feature names to show (default: all)")
         sub.set_defaults(run=_cat)
+    salvage = commands.add_parser(
+        "salvage", help="Copy every intact record of a damaged TFRecord file into a new file.",
+        description="Copy every intact record of a damaged TFRecord file into a new file, resynchronizing "
+        "after each damaged region (where a record's length and data CRCs check again). The new file appears "
+        "only when complete.",
+        epilog="example:\n  recordkit salvage broken.tfrecord.gz fixed.tfrecord",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    salvage.add_argument("source", metavar="SRC")
+    salvage.add_argument("destination", metavar="DST")
+    salvage.add_argument("--compression", default="auto", help='of SRC: "auto" (default), "none", "gzip" or "zlib"')
+    salvage.add_argument("--output-compression", default="none", choices=["none", "gzip", "zlib"], help="of DST")
+    salvage.set_defaults(run=_salvage)
     add("index", "Write an index (\"<offset> <size>\" per record, DALI's and tfrecord2idx's format) "
         "beside each uncompressed TFRecord file.", "recordkit index data/*.tfrecord").set_defaults(run=_index)
     return parser
