@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from recordkit import __version__, ofrecord, train
-from recordkit.codec import decode_ofrecord, decode_sequence_example
+from recordkit.codec import decode_example, decode_ofrecord, decode_sequence_example
 from recordkit.errors import DataLossError, DataLossWarning, ParseError
 from recordkit.index import build_index
 from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records
@@ -128,20 +128,17 @@ def _describe(record: bytes, fmt: str, kind: str, keep: set[str] | None) -> str:
                 return str(ofrecord.OFRecord(pick(dict(ofrecord.OFRecord.FromString(record).feature))))
             return json.dumps({k: _json_value(v) for k, v in pick(decode_ofrecord(record)).items()})
         if _is_sequence_example(record):
-            context, lists = decode_sequence_example(record)
             if fmt == "text":
                 return str(train.SequenceExample.FromString(record))
+            context, lists = decode_sequence_example(record)
             return json.dumps({
                 "context": {k: _json_value(v) for k, v in pick(context).items()},
                 "feature_lists": {k: [_json_value(s) for s in steps] for k, steps in pick(lists).items()},
             })
-        example = train.Example.FromString(record)
         if fmt == "text":
-            kept = train.Example(features=train.Features(pick(dict(example.features.feature))))
-            return str(kept)
-        features = {k: _json_value(f.kind_and_values[1] if f.kind_and_values[0] != "bytes_list" else list(f.bytes_list.value))
-                    for k, f in example.features.feature.items()}
-        return json.dumps(pick(dict(sorted(features.items()))))
+            example = train.Example.FromString(record)
+            return str(train.Example(features=train.Features(pick(dict(example.features.feature)))))
+        return json.dumps({k: _json_value(v) for k, v in sorted(pick(decode_example(record)).items())})
     except ParseError:
         return json.dumps({"undecodable_record": {"base64": base64.b64encode(record).decode("ascii")}})
 

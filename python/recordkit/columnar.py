@@ -248,7 +248,7 @@ def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
     return rows, out
 
 
-def _write(writer: Any, rows: int, columns: dict[str, Column], start: int, end: int, schema: str) -> None:
+def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema: str) -> None:
     batch = []
     for name, (kind, values, splits, present) in columns.items():
         lo, hi = int(splits[start]), int(splits[end])
@@ -272,7 +272,7 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
             # Encode in slices so the temporary lists stay small for huge inputs.
             for lo in range(start, end, 65536):
-                _write(writer, rows, normalized, lo, min(end, lo + 65536), schema)
+                _write(writer, normalized, lo, min(end, lo + 65536), schema)
 
 
 def write_examples(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -46,22 +46,30 @@ def build_index(path: str | os.PathLike[str], index_path: str | os.PathLike[str]
     path = os.fspath(path)
     _refuse_compressed(path)
     index_path = os.fspath(index_path) if index_path is not None else path + ".idx"
-    scanner = _native.RecordScanner(path, name=path, compression="none", verify=False)
     target = open_output(index_path)
     try:
         with open(target.handle, "w") as out:
-            while True:
-                offsets, sizes = scanner.next_frames(65536)
-                if not len(offsets):
-                    break
+            for offsets, sizes in _frames(path):
                 out.write("".join(f"{o} {s}\n" for o, s in zip(offsets.tolist(), sizes.tolist())))
         target.commit()
     except BaseException:
         target.discard()
         raise
+    return index_path
+
+
+def _frames(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(offsets, sizes)`` of the record frames of an uncompressed file, in chunks;
+    headers only (length CRCs checked), payloads skipped."""
+    scanner = _native.RecordScanner(path, name=path, compression="none", verify=False)
+    try:
+        while True:
+            offsets, sizes = scanner.next_frames(65536)
+            if not len(offsets):
+                return
+            yield offsets, sizes
     finally:
         scanner.close()
-    return index_path
 
 
 def read_index(index_path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -85,16 +93,11 @@ def _index_for(path: str, index: str | None) -> tuple[np.ndarray, np.ndarray]:
             return read_index(candidate)
     try:
         return read_index(build_index(path))  # cached beside the file
-    except PermissionError:
-        scanner = _native.RecordScanner(path, name=path, compression="none", verify=False)
-        parts = []
-        while True:
-            offsets, sizes = scanner.next_frames(65536)
-            if not len(offsets):
-                break
-            parts.append((offsets, sizes))
-        return (np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.uint64),
-                np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.uint64))
+    except PermissionError:  # a read-only folder: keep the index in memory
+        parts = list(_frames(path))
+        if not parts:
+            return np.empty(0, np.uint64), np.empty(0, np.uint64)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 class IndexedDataset:

@@ -205,7 +205,8 @@ def _partition_lengths(
             nrows[has] = np.maximum.reduceat(pv, starts[has]) + 1
         row_offsets = np.cumsum(nrows) - nrows
         global_ids = pv + np.repeat(row_offsets, pc)
-        if len(pv) and ((np.diff(pv) < 0) & (np.repeat(np.arange(batch), pc)[1:] == np.repeat(np.arange(batch), pc)[:-1])).any():
+        owner = np.repeat(np.arange(batch), pc)
+        if len(pv) and ((np.diff(pv) < 0) & (owner[1:] == owner[:-1])).any():
             raise ParseError(f"Key: {name}. value_rowids of {part.key} must be sorted", key=name)
         bad = pc != nvals
         if bad.any():

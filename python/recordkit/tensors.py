@@ -181,7 +181,7 @@ def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
         field = next((n for n, names in _TYPED.items() if want in names), None)
         values = _typed_values(want, typed.get(field, [])) if field else np.empty(0, np.dtype(want))
     if len(values) == count:
-        return values.reshape(shape) if want != "string" else values.reshape(shape)
+        return values.reshape(shape)
     if len(values) > count:
         raise ParseError(f"Could not parse `serialized` as TensorProto: {len(values)} values for shape {list(shape)}")
     if count > _MAX_BROADCAST:
