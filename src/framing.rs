@@ -204,6 +204,15 @@ impl Scanner {
         std::mem::take(&mut self.skipped)
     }
 
+    /// `(offset, size)` of the whole frame (header, payload, footer) around a span.
+    pub fn frame_of(&self, span: Span) -> (u64, u64) {
+        let header = self.format.header_len();
+        (
+            span.pos - header,
+            span.len as u64 + header + self.format.footer_len(),
+        )
+    }
+
     /// The payload of a span from the latest batch.
     pub fn payload(&self, span: Span) -> &[u8] {
         self.win.bytes(span.pos, span.len)
@@ -278,6 +287,21 @@ impl Scanner {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Goes on from the record frame at stream offset `pos`, numbered
+    /// `record_index` (a position a previous scan reported). Forward only: a
+    /// stream cannot go back, and a mapping has dropped the pages behind it.
+    pub fn seek(&mut self, pos: u64, record_index: u64) -> Result<()> {
+        if pos < self.pos || !matches!(self.state, State::Active) {
+            return Err(Error::InvalidArgument(format!(
+                "cannot seek {}: to {pos} from {} (seeking goes forward, before the end)",
+                self.path, self.pos
+            )));
+        }
+        self.pos = pos;
+        self.records = record_index;
         Ok(())
     }
 
@@ -592,6 +616,21 @@ mod tests {
             (d.kind, d.offset),
             (DamageKind::PartialHeader, second as u64)
         );
+    }
+
+    #[test]
+    fn seeking_resumes_at_a_frame_with_its_number() {
+        let records: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 1 + i as usize]).collect();
+        let refs: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
+        let bytes = frames(&refs);
+        let offset_of_7: u64 = (0..7).map(|i| 16 + 1 + i as u64).sum();
+        let mut s = scanner(bytes, false);
+        s.seek(offset_of_7, 7).unwrap();
+        let (read, err) = read_all(&mut s);
+        assert!(err.is_none());
+        assert_eq!(read, records[7..].to_vec());
+        assert_eq!(s.records(), 10);
+        assert!(s.seek(0, 0).is_err(), "seeking back must be refused");
     }
 
     #[test]

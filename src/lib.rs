@@ -9,6 +9,7 @@ pub mod error;
 pub mod example;
 pub mod framing;
 mod py;
+pub mod shuffle;
 pub mod window;
 pub mod wire;
 
@@ -22,6 +23,9 @@ mod _native {
 
     #[pymodule_export]
     use crate::py::records::{PyRecordScanner, PyRecordWriter};
+
+    #[pymodule_export]
+    use crate::py::shuffle::PyShuffleBuffer;
 
     #[pymodule_export]
     use crate::py::codec::{

@@ -27,6 +27,7 @@ from recordkit.codec import (
     int64_feature,
 )
 from recordkit.columnar import read_examples, shard_names, write_examples, write_ofrecords
+from recordkit.dataset import Dataset, list_files
 from recordkit.errors import DataLossError, DataLossWarning, ParseError, RecordkitError
 from recordkit.features import (
     FixedLenFeature,
@@ -92,6 +93,8 @@ __all__ = [
     "serialize_tensor",
     "parse_tensor",
     "image_shape",
+    "Dataset",
+    "list_files",
     "build_index",
     "read_index",
     "IndexedDataset",

@@ -180,7 +180,15 @@ class IndexedDataset:
                 out[position] = payload
         return out  # type: ignore[return-value]
 
-    def __getitem__(self, i: int) -> Any:
+    def __getitem__(self, i: int | Sequence[int] | np.ndarray) -> Any:
+        """One item, or for a list of indices one batch (as :meth:`__getitems__`).
+
+        The batch form serves PyTorch's ``DataLoader(ds, batch_size=None,
+        sampler=BatchSampler(RandomSampler(ds), 64, drop_last=False))``: one
+        read and one parse per batch.
+        """
+        if not isinstance(i, (int, np.integer)):
+            return self.__getitems__(i)
         [record] = self.records([i])
         if self.features is None:
             return record

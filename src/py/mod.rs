@@ -6,3 +6,4 @@ pub mod errors;
 pub mod files;
 pub mod random_access;
 pub mod records;
+pub mod shuffle;

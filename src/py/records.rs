@@ -206,23 +206,33 @@ impl PyRecordScanner {
         Ok((n, columns))
     }
 
-    /// Frames up to `max_records` records without copying payloads:
-    /// `(frame offsets, frame sizes)`, whole frames as index files give them.
+    /// Frames up to `max_records` records (or `max_bytes` of payload) without
+    /// copying payloads: `(frame offsets, frame sizes)`, whole frames as index
+    /// files give them. The byte budget bounds how much of a mapped file is
+    /// resident: pages passed over are dropped between calls.
+    #[pyo3(signature = (max_records, max_bytes = 16 << 20))]
     fn next_frames<'py>(
         &mut self,
         py: Python<'py>,
         max_records: usize,
+        max_bytes: usize,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let mut spans = std::mem::take(&mut self.spans);
         let scanner = self.scanner()?;
-        py.detach(|| scanner.next_batch(max_records.max(1), usize::MAX, &mut spans))?;
-        let offsets: Vec<u64> = spans.iter().map(|s| s.pos - 12).collect();
-        let sizes: Vec<u64> = spans.iter().map(|s| s.len as u64 + 16).collect();
+        py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
+        let (offsets, sizes): (Vec<u64>, Vec<u64>) =
+            spans.iter().map(|&s| scanner.frame_of(s)).unzip();
         self.spans = spans;
         Ok((
             offsets.into_pyarray(py).into_any(),
             sizes.into_pyarray(py).into_any(),
         ))
+    }
+
+    /// Continues from the frame at stream offset `offset`, the file's record
+    /// number `record_index` (forward only).
+    fn seek(&mut self, offset: u64, record_index: u64) -> PyResult<()> {
+        Ok(self.scanner()?.seek(offset, record_index)?)
     }
 
     /// Counts the remaining records, skipping payloads.

@@ -1,0 +1,785 @@
+"""Streaming datasets over many record files, for training loops.
+
+:class:`Dataset` reads many TFRecord or OFRecord files as one stream: split
+across distributed ranks and DataLoader workers so that every record goes to
+exactly one of them, shuffled from a seed, batched and parsed into NumPy
+columns with one call into Rust per batch, and prefetched on a background
+thread. Memory is bounded by the buffers you choose, whatever the file sizes.
+
+>>> ds = (rk.Dataset("data/train-*.tfrecord", features=spec)  # doctest: +SKIP
+...       .shuffle(10_000, seed=0).batch(1024).prefetch(2))
+>>> for batch in ds:  # doctest: +SKIP
+...     batch["label"]  # a NumPy array of 1024 labels
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import glob
+import itertools
+import os
+import queue
+import re
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
+
+import numpy as np
+
+from recordkit import _native
+from recordkit._sources import PathLike, _fsspec, _split_url, open_input
+from recordkit.columnar import shard_names
+from recordkit.errors import RecordkitError
+from recordkit.features import FeatureSpec
+from recordkit.parsing import parse_example, parse_single_example
+from recordkit.records import _reader_compression
+
+__all__ = ["Dataset", "list_files", "record_format"]
+
+RecordFormat = Literal["tfrecord", "ofrecord"]
+
+# --- naming the files ---------------------------------------------------------------------
+
+_GLOB_CHARS = frozenset("*?[")
+_AT_SHARDS = re.compile(r"^(?P<base>.+)@(?P<count>\d+)$")
+_SHARD_NAME = re.compile(r"^(?P<prefix>.*)-(?P<index>\d{5,})-of-(?P<total>\d{5,})(?P<suffix>.*)$")
+_ONEFLOW_PART = re.compile(r"^part-\d+$")
+_INDEX_SUFFIXES = (".idx", ".index", ".tfindex")
+
+
+def record_format(path: str) -> RecordFormat:
+    """The format a file's name implies: OneFlow's ``part-N`` files are OFRecord, the rest TFRecord."""
+    return "ofrecord" if _ONEFLOW_PART.match(_basename(path)) else "tfrecord"
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _natural_key(path: str) -> list[Any]:
+    """Sorts ``part-2`` before ``part-10``."""
+    return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", path)]
+
+
+class _Files:
+    """Local or fsspec file-system operations on one path or URL."""
+
+    def __init__(self, text: str) -> None:
+        scheme, _ = _split_url(text)
+        self.fs: Any = None
+        self.path = text
+        if scheme is not None:
+            self.fs, self.path = _fsspec().core.url_to_fs(text)
+        elif text.startswith("file://"):
+            self.path = text[len("file://") :]
+
+    def exists(self) -> bool:
+        return self.fs.exists(self.path) if self.fs else os.path.exists(self.path)
+
+    def isdir(self) -> bool:
+        return self.fs.isdir(self.path) if self.fs else os.path.isdir(self.path)
+
+    def name(self, path: str) -> str:
+        return self.fs.unstrip_protocol(path) if self.fs else path
+
+    def glob(self) -> list[str]:
+        found = self.fs.glob(self.path) if self.fs else glob.glob(self.path)
+        return [self.name(p) for p in found if not (self.fs.isdir(p) if self.fs else os.path.isdir(p))]
+
+    def listdir(self) -> list[str]:
+        if self.fs:
+            entries = self.fs.ls(self.path, detail=True)
+            return [self.name(e["name"]) for e in entries if e.get("type") != "directory"]
+        return [
+            os.path.join(self.path, name)
+            for name in os.listdir(self.path)
+            if not os.path.isdir(os.path.join(self.path, name))
+        ]
+
+
+def _is_record_file(path: str) -> bool:
+    """Leaves out hidden files (and unfinished writes), ``_SUCCESS`` markers and index files."""
+    name = _basename(path)
+    return not name.startswith((".", "_")) and not name.lower().endswith(_INDEX_SUFFIXES)
+
+
+def _check_shard_sets(files: list[str], where: str) -> None:
+    """Refuses a listing from which some ``-NNNNN-of-NNNNN`` shards are missing."""
+    sets: dict[tuple[str, str, int, str], set[int]] = {}
+    for path in files:
+        match = _SHARD_NAME.match(_basename(path))
+        if match:
+            key = (os.path.dirname(path), match["prefix"], int(match["total"]), match["suffix"])
+            sets.setdefault(key, set()).add(int(match["index"]))
+    for (_, prefix, total, suffix), found in sets.items():
+        missing = sorted(set(range(total)) - found)
+        if missing:
+            shown = ", ".join(f"{i:05d}" for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise FileNotFoundError(
+                f"{where}: the shard set {prefix}-NNNNN-of-{total:05d}{suffix} is incomplete: "
+                f"{len(missing)} of {total} shards are missing ({shown})"
+            )
+
+
+def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
+    """The record files a source names, in order.
+
+    A source is a path or URL, a glob (``data/train-*.tfrecord``), a directory
+    (its record files; hidden files, ``_SUCCESS`` and index files left out),
+    ``name@N`` (the N shards ``name-00000-of-0000N`` ...), or a list of any of
+    these. A directory or ``@N`` set with a shard missing is an error, so
+    that no data goes unread without anyone noticing.
+
+    Raises:
+        FileNotFoundError: When something named does not exist or a glob or
+            directory holds no record file.
+    """
+    if isinstance(source, (list, tuple)):
+        if not source:
+            raise ValueError("no sources given: the list is empty")
+        return [path for item in source for path in list_files(item)]
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"expected a path, URL, glob or a list of them, not {type(source).__name__}")
+    text = os.fsdecode(os.fspath(source))
+    files = _Files(text)
+    if files.exists():
+        if not files.isdir():
+            return [text]
+        found = sorted(filter(_is_record_file, files.listdir()), key=_natural_key)
+        if not found:
+            raise FileNotFoundError(2, "no record files in the directory", text)
+        _check_shard_sets(found, text)
+        return found
+    at_shards = _AT_SHARDS.match(text)
+    if at_shards:
+        return _at_shards(at_shards["base"], int(at_shards["count"]))
+    if _GLOB_CHARS.intersection(text):
+        found = sorted(filter(_is_record_file, files.glob()), key=_natural_key)
+        if not found:
+            raise FileNotFoundError(2, "no record file matches", text)
+        return found
+    raise FileNotFoundError(2, "No such file or directory", text)
+
+
+def _at_shards(base: str, count: int) -> list[str]:
+    """``name@N``: TensorFlow's ``name-00000-of-0000N``, or recordkit's names with the suffix kept last."""
+    if count < 1:
+        raise ValueError(f"{base}@{count}: a shard count must be at least 1")
+    plain = [f"{base}-{i:05d}-of-{count:05d}" for i in range(count)]
+    for names in (plain, shard_names(base, count)):
+        present = [_Files(name).exists() for name in names]
+        if all(present):
+            return names
+        if any(present):
+            missing = [name for name, there in zip(names, present) if not there]
+            raise FileNotFoundError(
+                f"{base}@{count}: {len(missing)} of {count} shards are missing (first: {missing[0]})"
+            )
+    raise FileNotFoundError(2, "no shard exists", plain[0])
+
+
+# --- splitting the work --------------------------------------------------------------------
+
+_CHECKPOINT_EVERY = 1024  # records between remembered frame offsets, for seeking into a file
+_BLOCK_RECORDS = 256  # records read from one file before moving to the next in the cycle
+_BLOCK_BYTES = 128 << 10
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """What splitting a file by record ranges needs: its record count and where to seek."""
+
+    records: int
+    checkpoints: np.ndarray  # frame offsets of records 0, _CHECKPOINT_EVERY, 2 * _CHECKPOINT_EVERY ...
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """Records ``start <= i < stop`` of a file with ``i % stride == phase``."""
+
+    path: str
+    format: RecordFormat
+    start: int = 0
+    stop: int | None = None
+    stride: int = 1
+    phase: int = 0
+    survey: _Survey | None = None
+
+
+def _survey(path: str, fmt: RecordFormat) -> _Survey | None:
+    """Counts a local uncompressed file's records, headers only; None for files that cannot be split by range."""
+    if _split_url(path)[0] is not None:
+        return None  # remote: counting means reading the whole object
+    scanner = _native.RecordScanner(path, name=path, format=fmt, verify=False)
+    try:
+        if scanner.compression != "none":
+            return None  # reaching record i means decompressing everything before it
+        records, checkpoints = 0, []
+        while True:
+            offsets, _ = scanner.next_frames(64 * _CHECKPOINT_EVERY)
+            if not len(offsets):
+                break
+            checkpoints.append(offsets[-records % _CHECKPOINT_EVERY :: _CHECKPOINT_EVERY])
+            records += len(offsets)
+        return _Survey(records, np.concatenate(checkpoints) if checkpoints else np.zeros(0, np.uint64))
+    finally:
+        scanner.close()
+
+
+def _plan(
+    files: Sequence[tuple[str, RecordFormat, _Survey | None]], consumer: int, consumers: int, shift: int
+) -> list[_Unit]:
+    """The units one consumer reads so that each record goes to exactly one consumer.
+
+    Files with a survey are cut into ``consumers`` near-equal record ranges;
+    consumer ``k`` takes range ``(k - carry + shift) % consumers`` of each,
+    where ``carry`` (the running total of remainders) hands the larger ranges
+    round the consumers, so that totals differ by at most one record. Other
+    files (compressed, remote) are dealt out whole, or, when there are fewer
+    such files than consumers, shared by record stride. ``shift`` (the same
+    for every consumer) rotates the assignment between epochs.
+    """
+    units: list[_Unit] = []
+    carry = 0
+    whole = [(path, fmt) for path, fmt, survey in files if survey is None]
+    for path, fmt, survey in files:
+        if survey is None:
+            continue
+        size, extra = divmod(survey.records, consumers)
+        piece = (consumer - carry + shift) % consumers
+        start = piece * size + min(piece, extra)
+        stop = start + size + (piece < extra)
+        carry = (carry + extra) % consumers
+        if stop > start:
+            units.append(_Unit(path, fmt, start, stop, survey=survey))
+    rotated = (consumer - shift) % consumers
+    if len(whole) >= consumers:
+        units += [_Unit(path, fmt) for path, fmt in whole[rotated::consumers]]
+    elif whole:
+        j = rotated % len(whole)
+        path, fmt = whole[j]
+        units.append(_Unit(path, fmt, stride=len(range(j, consumers, len(whole))), phase=rotated // len(whole)))
+    return units
+
+
+def _distributed() -> tuple[int, int]:
+    """``(world_size, rank)`` from an initialised ``torch.distributed``, else torchrun's environment."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size(), dist.get_rank()
+    world, rank = os.environ.get("WORLD_SIZE"), os.environ.get("RANK")
+    if world and rank and world.isdigit() and rank.isdigit() and int(rank) < int(world):
+        return int(world), int(rank)
+    return 1, 0
+
+
+def _worker_info() -> tuple[int, int, int | None]:
+    """``(num_workers, worker_id, dataloader_seed)`` inside a PyTorch DataLoader worker, else ``(1, 0, None)``."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info = torch.utils.data.get_worker_info()
+        if info is not None:
+            return info.num_workers, info.id, info.seed - info.id
+    return 1, 0, None
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ReadOptions:
+    compression: str
+    verify: bool
+    block_records: int = _BLOCK_RECORDS
+
+
+def _unit_blocks(unit: _Unit, options: _ReadOptions) -> Iterator[list[bytes]]:
+    """The unit's records, in blocks (the file is open only while this runs)."""
+    opened = open_input(unit.path)
+    try:
+        scanner = _native.RecordScanner(
+            opened.handle, name=opened.name, format=unit.format,
+            compression=options.compression, verify=options.verify,
+        )
+        try:
+            index = 0
+            if unit.start and unit.survey is not None:
+                checkpoint = unit.start // _CHECKPOINT_EVERY
+                index = checkpoint * _CHECKPOINT_EVERY
+                scanner.seek(int(unit.survey.checkpoints[checkpoint]), index)
+            while index < unit.start:
+                skipped = len(scanner.next_frames(unit.start - index)[0])
+                if not skipped:
+                    raise _changed(unit)
+                index += skipped
+            while unit.stop is None or index < unit.stop:
+                want = options.block_records if unit.stop is None else min(options.block_records, unit.stop - index)
+                block = scanner.next_batch(want, _BLOCK_BYTES)
+                if not block:
+                    if unit.stop is not None:
+                        raise _changed(unit)
+                    return
+                if unit.stride > 1:
+                    first = (unit.phase - index) % unit.stride
+                    index += len(block)
+                    block = block[first :: unit.stride]
+                    if not block:
+                        continue
+                else:
+                    index += len(block)
+                yield block
+        finally:
+            scanner.close()
+    finally:
+        opened.close()
+
+
+def _changed(unit: _Unit) -> RecordkitError:
+    return RecordkitError(
+        f"{unit.path} has fewer records than the {unit.survey.records if unit.survey else '?'} counted "
+        "when the dataset was planned: was it rewritten while being read?"
+    )
+
+
+def _interleave(units: Iterable[_Unit], cycle_length: int, options: _ReadOptions) -> Iterator[list[bytes]]:
+    """Blocks from up to ``cycle_length`` units in turn; a finished unit's place goes to the next."""
+    pending = iter(units)
+    active = [_unit_blocks(unit, options) for unit in itertools.islice(pending, cycle_length)]
+    while active:
+        i = 0
+        while i < len(active):
+            block = next(active[i], None)
+            if block is None:
+                following = next(pending, None)
+                if following is None:
+                    del active[i]
+                else:
+                    active[i] = _unit_blocks(following, options)
+                continue
+            yield block
+            i += 1
+
+
+# --- the steps -----------------------------------------------------------------------------
+
+
+def _rng(*keys: int) -> np.random.Generator:
+    return np.random.default_rng([k & 0xFFFF_FFFF_FFFF_FFFF for k in keys])
+
+
+def _seed(*keys: int) -> int:
+    """A 64-bit seed drawn from ``keys``."""
+    return int(_rng(*keys).integers(1 << 63))
+
+
+def _shuffle(chunks: Iterator[list[Any]], buffer_size: int, seed: int) -> Iterator[list[Any]]:
+    """TensorFlow's buffer shuffle: each incoming item takes the place of a
+    uniformly drawn buffered one, which goes out (the loop runs in Rust)."""
+    buffer = _native.ShuffleBuffer(buffer_size, seed)
+    for chunk in chunks:
+        out = buffer.push(chunk)
+        if out:
+            yield out
+    rest = buffer.drain()
+    if rest:
+        yield rest
+
+
+def _batch(chunks: Iterator[list[Any]], size: int, drop_remainder: bool, collate: Callable[[list[Any]], Any]) -> Iterator[list[Any]]:
+    pending: list[Any] = []
+    for chunk in chunks:
+        pending.extend(chunk)
+        if len(pending) >= size:
+            batches = [collate(pending[i : i + size]) for i in range(0, len(pending) - size + 1, size)]
+            del pending[: len(batches) * size]
+            yield batches
+    if pending and not drop_remainder:
+        yield [collate(pending)]
+
+
+def _take(chunks: Iterator[list[Any]], count: int) -> Iterator[list[Any]]:
+    if count <= 0:
+        return
+    for chunk in chunks:
+        if len(chunk) >= count:
+            yield chunk[:count]
+            return
+        count -= len(chunk)
+        yield chunk
+
+
+_END = object()
+
+
+def _prefetch(chunks: Iterator[list[Any]], depth: int) -> Iterator[list[Any]]:
+    """Runs ``chunks`` on a background thread, up to ``depth`` chunks ahead.
+
+    The Rust calls upstream release the GIL, so reading and parsing overlap
+    with the consumer's work. Errors surface in the consumer, in order.
+    """
+    ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for chunk in chunks:
+                if not put(chunk):
+                    break
+            else:
+                put(_END)
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer, which raises it
+            put(error)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=work, name="recordkit-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ready.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+def _collate_records(items: list[Any]) -> Any:
+    """Batches per-record dicts (``features`` set and a ``.map`` before ``.batch``): arrays and
+    numbers of one shape and dtype are stacked, anything else becomes a list."""
+    if not items or not isinstance(items[0], dict):
+        return items
+    batch: dict[str, Any] = {}
+    for key in items[0]:
+        values = [item[key] for item in items]
+        if all(isinstance(v, (np.ndarray, np.generic, int, float)) for v in values):
+            arrays = [np.asarray(v) for v in values]
+            if len({(a.shape, a.dtype) for a in arrays}) == 1:
+                batch[key] = np.stack(arrays)
+                continue
+        batch[key] = values
+    return batch
+
+
+_Stream = Callable[[tuple[int, ...]], Iterator[list[Any]]]  # epoch path -> chunks of items
+
+
+def _mapped(upstream: _Stream, fn: Callable[[Any], Any]) -> _Stream:
+    return lambda path: ([fn(item) for item in chunk] for chunk in upstream(path))
+
+
+@dataclass(frozen=True)
+class _Step:
+    kind: str
+    args: tuple[Any, ...]
+
+
+class Dataset:
+    """A stream of records (or parsed batches) from many files.
+
+    Steps chain as in ``tf.data``; each returns a new dataset::
+
+        ds = (rk.Dataset("gs://bucket/train@64", features=spec)
+              .shuffle(10_000, seed=0)     # record buffer; file order reshuffled every epoch
+              .batch(1024)                 # parsed into NumPy columns, one Rust call per batch
+              .map(augment)
+              .prefetch(2))                # on a background thread
+
+    Args:
+        source: Paths, URLs, globs, directories, ``name@N`` shard sets or
+            OneFlow ``part-NNNNN`` folders, or a list of them (see
+            :func:`list_files`).
+        features: A parse spec as for :func:`parse_example`. Batches are then
+            dicts of columns, unbatched items per-record dicts. None yields
+            raw records (``bytes``; a batch is a list of them).
+        format: ``"auto"`` (OneFlow's ``part-N`` names are OFRecord, others
+            TFRecord), ``"tfrecord"`` or ``"ofrecord"``.
+        compression: As for :class:`TFRecordReader`; ``"auto"`` detects it per file.
+        verify: Check every payload CRC.
+        cycle_length: How many files are read at a time, in turn, so that one
+            slow or huge file does not hold up the rest and a shuffle buffer
+            mixes records of several files. Default: 4 when shuffling, else 1
+            (files one after another, in order).
+
+    Splitting: every record goes to exactly one consumer per epoch, the
+    consumers being ``.shard()``'s shards (or else the ranks of an
+    initialised ``torch.distributed``, or torchrun's ``RANK`` and
+    ``WORLD_SIZE``) times the PyTorch DataLoader workers, which are found
+    without a ``worker_init_fn``. Local uncompressed files are split by record
+    ranges (their headers are counted once, payloads unread), so every
+    consumer gets the same number of records, give or take one, even from a
+    single file. Compressed and remote files are dealt out whole, or shared by
+    record stride when there are fewer of them than consumers.
+
+    Epochs: iterating again starts the next epoch (``set_epoch`` sets it, as
+    for PyTorch's ``DistributedSampler``). With a seed, an epoch's order is a
+    function of the seed and the epoch number alone, and which records each
+    consumer gets rotates between epochs.
+    """
+
+    def __init__(
+        self,
+        source: PathLike | Sequence[PathLike],
+        features: Mapping[str, FeatureSpec] | None = None,
+        *,
+        format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
+        compression: str | None = "auto",
+        verify: bool = True,
+        cycle_length: int | None = None,
+    ) -> None:
+        if format not in ("auto", "tfrecord", "ofrecord"):
+            raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
+        if cycle_length is not None and cycle_length < 1:
+            raise ValueError(f"cycle_length must be at least 1, not {cycle_length}")
+        self._files: list[tuple[str, RecordFormat]] = [
+            (path, record_format(path) if format == "auto" else format) for path in list_files(source)
+        ]
+        if features is not None and any(fmt == "ofrecord" for _, fmt in self._files):
+            raise ValueError(
+                "features= parses tf.train.Example records, and these are OFRecord files: "
+                "use features=None and .map(rk.decode_ofrecord)"
+            )
+        self.features = features
+        self._options = _ReadOptions(_reader_compression(compression), bool(verify))
+        self._cycle_length = cycle_length
+        self._steps: tuple[_Step, ...] = ()
+        self._shard: tuple[int, int] | None = None
+        self._epoch = 0
+        self._surveys: dict[str, _Survey | None] = {}  # shared by every dataset chained from this one
+
+    @property
+    def files(self) -> list[str]:
+        """The files read, in their natural order."""
+        return [path for path, _ in self._files]
+
+    # chaining
+
+    def _then(self, kind: str, *args: Any) -> "Dataset":
+        following = copy.copy(self)
+        following._steps = self._steps + (_Step(kind, args),)
+        return following
+
+    def shard(self, num_shards: int, index: int) -> "Dataset":
+        """This consumer's share: every record goes to exactly one of ``num_shards`` shards.
+
+        Use it for distributed ranks (``.shard(world_size, rank)``) when they are
+        not found automatically; DataLoader workers still split each shard.
+        It must come before the other steps.
+        """
+        if not 0 <= index < num_shards:
+            raise ValueError(f"shard index {index} is not in [0, {num_shards})")
+        if self._steps:
+            raise ValueError("call .shard() before the other steps: it decides which records are read")
+        following = copy.copy(self)
+        following._shard = (num_shards, index)
+        return following
+
+    def shuffle(self, buffer_size: int, seed: int | None = None) -> "Dataset":
+        """Shuffles records through a buffer of ``buffer_size``, and the file order every epoch.
+
+        Without a seed, one is drawn now. Pass a seed in distributed training,
+        so that every rank agrees on how the records are dealt out each epoch
+        (without one, each consumer keeps the same share every epoch).
+        """
+        if buffer_size < 1:
+            raise ValueError(f"buffer_size must be at least 1, not {buffer_size}")
+        if any(step.kind == "shuffle" for step in self._steps):
+            raise ValueError("the dataset is already shuffled; one .shuffle() sets the buffer and the seed")
+        explicit = seed is not None
+        seed = int(seed) if explicit else int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+        return self._then("shuffle", int(buffer_size), seed, explicit)
+
+    def repeat(self, epochs: int | None = None) -> "Dataset":
+        """Reads everything before this step ``epochs`` times (forever with None), a new epoch each time."""
+        if epochs is not None and epochs < 0:
+            raise ValueError(f"epochs must be at least 0, not {epochs}")
+        return self._then("repeat", epochs)
+
+    def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
+        """Groups items into batches; with ``features``, parsed into columns in one Rust call per batch."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        if any(step.kind == "batch" for step in self._steps):
+            raise ValueError("the dataset is already batched")
+        return self._then("batch", int(batch_size), bool(drop_remainder))
+
+    def map(self, fn: Callable[[Any], Any]) -> "Dataset":
+        """Applies ``fn`` to every item (every batch, after ``.batch``)."""
+        if not callable(fn):
+            raise TypeError(f"map needs a callable, not {type(fn).__name__}")
+        return self._then("map", fn)
+
+    def take(self, count: int) -> "Dataset":
+        """At most ``count`` items (batches, after ``.batch``)."""
+        return self._then("take", int(count))
+
+    def prefetch(self, depth: int = 2) -> "Dataset":
+        """Prepares up to ``depth`` batches ahead (blocks of records before ``.batch``) on a background thread."""
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, not {depth}")
+        return self._then("prefetch", int(depth))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch the next iteration reads (later ones count on from it)."""
+        self._epoch = int(epoch)
+
+    # iterating
+
+    def consumer(self) -> tuple[int, int]:
+        """``(index, count)`` of the consumer iterating now: shard (or rank) and DataLoader worker combined."""
+        shards, shard = self._shard if self._shard is not None else _distributed()
+        workers, worker, _ = _worker_info()
+        return shard * workers + worker, shards * workers
+
+    def _surveyed(self) -> list[tuple[str, RecordFormat, _Survey | None]]:
+        todo = [(path, fmt) for path, fmt in self._files if path not in self._surveys]
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1, 8)) as pool:
+                for (path, _), survey in zip(todo, pool.map(lambda f: _survey(*f), todo)):
+                    self._surveys[path] = survey
+        return [(path, fmt, self._surveys[path]) for path, fmt in self._files]
+
+    def prepare(self) -> "Dataset":
+        """Counts the records of the files split by range now, rather than on first iteration.
+
+        Worth calling before handing the dataset to DataLoader workers, which
+        then inherit the counts instead of each making them. Returns self.
+        """
+        self._surveyed()
+        return self
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self._epoch
+        self._epoch += 1
+        consumer, consumers = self.consumer()
+        shuffle = next((step for step in self._steps if step.kind == "shuffle"), None)
+        seed, explicit = (shuffle.args[1], shuffle.args[2]) if shuffle else (0, False)
+        local_seed = seed
+        _, _, loader_seed = _worker_info()
+        if not explicit and loader_seed is not None:
+            local_seed = loader_seed  # fresh each DataLoader epoch, and agreed by its workers
+        files = self._surveyed()
+        options = self._options
+        cycle_length = self._cycle_length or (4 if shuffle else 1)
+        if shuffle:
+            # Blocks small enough that the buffer holds several from every file in the cycle.
+            block = max(16, min(_BLOCK_RECORDS, shuffle.args[0] // (2 * cycle_length)))
+            options = dataclasses.replace(options, block_records=block)
+
+        def source(path: tuple[int, ...]) -> Iterator[list[Any]]:
+            shift = int(_rng(seed, *path, 1).integers(consumers)) if explicit else 0
+            units = _plan(files, consumer, consumers, shift)
+            if shuffle:
+                units = [units[i] for i in _rng(local_seed, *path, 2, consumer).permutation(len(units))]
+            return _interleave(units, cycle_length, options)
+
+        stream = source
+        features = self.features
+        parsed = features is None  # raw Example records are parsed by .batch, or else one by one
+        for position, step in enumerate(self._steps):
+            if not parsed and step.kind == "map":
+                stream, parsed = _mapped(stream, lambda record: parse_single_example(record, features)), True
+            stream = self._apply(step, stream, position, parsed, consumer, local_seed)
+            parsed = parsed or step.kind == "batch"
+        if not parsed:
+            stream = _mapped(stream, lambda record: parse_single_example(record, features))
+        chunks = stream((epoch,))
+        try:
+            for chunk in chunks:
+                yield from chunk
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # stops a prefetch thread and closes files now, not at garbage collection
+
+    def _apply(
+        self,
+        step: _Step,
+        upstream: _Stream,
+        position: int,
+        parsed: bool,
+        consumer: int,
+        local_seed: int,
+    ) -> _Stream:
+        if step.kind == "repeat":
+            (epochs,) = step.args
+
+            def repeated(path: tuple[int, ...]) -> Iterator[list[Any]]:
+                for i in itertools.count() if epochs is None else range(epochs):
+                    produced = False
+                    for chunk in upstream(path + (i,)):
+                        produced = True
+                        yield chunk
+                    if not produced:
+                        return  # an empty epoch: repeating it forever would hang
+
+            return repeated
+        if step.kind == "shuffle":
+            buffer_size = step.args[0]
+            return lambda path: _shuffle(upstream(path), buffer_size, _seed(local_seed, *path, 3, position, consumer))
+        if step.kind == "batch":
+            size, drop_remainder = step.args
+            features = self.features
+            collate: Callable[[list[Any]], Any] = _collate_records
+            if not parsed and features is not None:
+                collate = lambda records: parse_example(records, features)  # noqa: E731
+            return lambda path: _batch(upstream(path), size, drop_remainder, collate)
+        if step.kind == "map":
+            return _mapped(upstream, step.args[0])
+        if step.kind == "take":
+            (count,) = step.args
+            return lambda path: _take(upstream(path), count)
+        if step.kind == "prefetch":
+            (depth,) = step.args
+            return lambda path: _prefetch(upstream(path), depth)
+        raise AssertionError(step.kind)
+
+    def to_torch(self) -> Any:
+        """This dataset as a ``torch.utils.data.IterableDataset``.
+
+        Numeric arrays arrive as tensors, strings as lists of ``bytes``, sparse
+        and ragged results as recordkit's arrays. DataLoader workers split the
+        records between them by themselves. Batching is recordkit's, so give
+        the DataLoader ``batch_size=None``, and ``collate_fn=recordkit._torch.keep``
+        unless you want PyTorch to walk every string: :meth:`loader` does both.
+        """
+        from recordkit._torch import TorchIterable
+
+        return TorchIterable(self.prepare())
+
+    def loader(self, num_workers: int = 0, **dataloader_args: Any) -> Any:
+        """A ``torch.utils.data.DataLoader`` over this dataset, set up for it.
+
+        Workers are persistent, so every ``for batch in loader`` is a new epoch
+        without calling :meth:`set_epoch`. Other keyword arguments go to the
+        DataLoader (``pin_memory=True``, ``prefetch_factor=4`` ...).
+        """
+        from torch.utils.data import DataLoader
+
+        from recordkit._torch import keep
+
+        dataloader_args.setdefault("persistent_workers", num_workers > 0)
+        return DataLoader(self.to_torch(), batch_size=None, num_workers=num_workers, collate_fn=keep, **dataloader_args)
+
+    def __repr__(self) -> str:
+        steps = "".join(f".{step.kind}({', '.join(map(repr, step.args[:2]))})" for step in self._steps)
+        return f"Dataset({len(self._files)} file(s)){steps}"

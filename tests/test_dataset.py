@@ -1,0 +1,342 @@
+"""rk.Dataset: sources, exactly-once splitting, seeded shuffling, steps, memory."""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+import recordkit.dataset as dataset_module
+
+SPEC = {"id": rk.FixedLenFeature([], "int64")}
+SIZES = [0, 1, 3, 500, 17, 1200]  # uneven: one empty shard, one tiny
+
+
+def write_shards(folder: Path, sizes: list[int] = SIZES, compression: str | None = None) -> list[int]:
+    """Shards ``train-0000i-of-0000N.tfrecord`` holding consecutive ids; returns all ids."""
+    folder.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for i, n in enumerate(sizes):
+        name = folder / f"train-{i:05d}-of-{len(sizes):05d}.tfrecord{'.gz' if compression else ''}"
+        rk.write_examples(name, {"id": np.arange(start, start + n)}, compression=compression)
+        start += n
+    return list(range(start))
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    folder = tmp_path_factory.mktemp("shards")
+    return folder, write_shards(folder)
+
+
+def ids(ds: rk.Dataset) -> list[int]:
+    """Every id a dataset yields, batched or not."""
+    out: list[int] = []
+    for item in ds:
+        out.extend(np.atleast_1d(item["id"]).tolist())
+    return out
+
+
+# --- sources --------------------------------------------------------------------------------
+
+
+def test_sources_name_the_same_files(shards: tuple[Path, list[int]]) -> None:
+    folder, everything = shards
+    expected = [str(folder / f"train-{i:05d}-of-00006.tfrecord") for i in range(6)]
+    (folder / "train-00000-of-00006.tfrecord.idx").write_text("")  # index files are not data
+    (folder / "_SUCCESS").write_text("")
+    (folder / ".train.tmp-1-ab").write_text("")  # an unfinished write
+    assert rk.list_files(folder) == expected
+    assert rk.list_files(str(folder / "train-*.tfrecord")) == expected
+    assert rk.list_files(str(folder / "train.tfrecord@6")) == expected
+    assert rk.list_files([expected[3], folder / "train-0000[01]-of-00006.tfrecord"]) == [expected[3], *expected[:2]]
+    assert sorted(ids(rk.Dataset(folder, SPEC))) == everything
+
+
+def test_tensorflow_style_at_shards(tmp_path: Path) -> None:
+    for i in range(3):
+        rk.write_examples(tmp_path / f"data-{i:05d}-of-00003", {"id": [i]})
+    assert ids(rk.Dataset(f"{tmp_path}/data@3", SPEC)) == [0, 1, 2]
+
+
+def test_missing_shards_are_an_error(tmp_path: Path) -> None:
+    write_shards(tmp_path, [2, 2, 2])
+    os.unlink(tmp_path / "train-00001-of-00003.tfrecord")
+    with pytest.raises(FileNotFoundError, match=r"incomplete: 1 of 3 shards are missing \(00001\)"):
+        rk.Dataset(tmp_path)
+    with pytest.raises(FileNotFoundError, match="1 of 3 shards are missing"):
+        rk.Dataset(f"{tmp_path}/train.tfrecord@3")
+    with pytest.raises(FileNotFoundError, match="no record file matches"):
+        rk.Dataset(f"{tmp_path}/nothing-*.tfrecord")
+    with pytest.raises(FileNotFoundError):
+        rk.Dataset(tmp_path / "absent.tfrecord")
+
+
+def test_oneflow_part_folders(tmp_path: Path) -> None:
+    records = [rk.encode_ofrecord({"id": np.array([i], np.int64)}) for i in range(25)]
+    rk.write_ofrecord_parts(records, tmp_path, 12, suffix_length=1)
+    ds = rk.Dataset(tmp_path)
+    assert [os.path.basename(f) for f in ds.files] == [f"part-{i}" for i in range(12)]  # part-2 before part-10
+    got = [int(rk.decode_ofrecord(r)["id"][0]) for r in ds]
+    assert got[:3] == [0, 12, 24] and sorted(got) == list(range(25))  # parts are dealt round-robin
+    with pytest.raises(ValueError, match="OFRecord"):
+        rk.Dataset(tmp_path, SPEC)
+
+
+def test_fsspec_urls(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    fs = fsspec.filesystem("memory")
+    for i, n in enumerate([3, 0, 4]):
+        with fs.open(f"/ds/part-{i}.tfrecord", "wb") as f:
+            with rk.TFRecordWriter(f) as w:
+                for j in range(n):
+                    w.write(rk.encode_example({"id": 10 * i + j}))
+    assert sorted(ids(rk.Dataset("memory://ds/part-*.tfrecord", SPEC).batch(2))) == [0, 1, 2, 20, 21, 22, 23]
+    assert len(rk.Dataset("memory://ds").files) == 3
+
+
+# --- exactly once ---------------------------------------------------------------------------
+
+
+def consumers_ids(
+    source: Path, ranks: int, workers: int, monkeypatch: pytest.MonkeyPatch, steps=lambda ds: ds
+) -> list[list[int]]:
+    """The ids each (rank, worker) consumer reads, workers simulated as PyTorch reports them."""
+    out = []
+    for rank in range(ranks):
+        for worker in range(max(workers, 1)):
+            monkeypatch.setattr(dataset_module, "_worker_info", lambda w=worker: (max(workers, 1), w, None))
+            ds = rk.Dataset(source, SPEC)
+            out.append(ids(steps(ds.shard(ranks, rank) if ranks > 1 else ds)))
+    return out
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("ranks", range(1, 8))
+def test_every_record_goes_to_exactly_one_consumer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ranks: int, compression: str | None
+) -> None:
+    everything = write_shards(tmp_path, compression=compression)
+    for workers in range(4):
+        for steps in (lambda ds: ds, lambda ds: ds.shuffle(64, seed=5).batch(10)):
+            shares = consumers_ids(tmp_path, ranks, workers, monkeypatch, steps)
+            counted = collections.Counter(i for share in shares for i in share)
+            assert sorted(counted) == everything and set(counted.values()) == {1}, (ranks, workers)
+            if compression is None:  # split by record ranges: equal shares, give or take one
+                sizes = [len(share) for share in shares]
+                assert max(sizes) - min(sizes) <= 1, sizes
+
+
+def test_fewer_files_than_consumers_compressed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    everything = write_shards(tmp_path, [300, 7], compression="gzip")
+    shares = consumers_ids(tmp_path, 5, 1, monkeypatch)
+    assert sorted(i for share in shares for i in share) == everything
+    assert all(share for share in shares[:2])  # each big-file consumer reads a stride of it
+
+
+def test_shares_rotate_between_epochs_with_a_seed(shards: tuple[Path, list[int]]) -> None:
+    folder, everything = shards
+    epochs = []
+    for epoch in range(4):
+        seen = []
+        for rank in range(3):
+            ds = rk.Dataset(folder, SPEC).shard(3, rank).shuffle(100, seed=9)
+            ds.set_epoch(epoch)
+            seen.append(set(ids(ds)))
+        assert sorted(i for share in seen for i in share) == everything
+        epochs.append(seen[0])
+    assert len({frozenset(s) for s in epochs}) > 1, "rank 0 read the same records every epoch"
+
+
+def test_ranks_from_the_environment(monkeypatch: pytest.MonkeyPatch, shards: tuple[Path, list[int]]) -> None:
+    folder, _ = shards
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "2")
+    assert rk.Dataset(folder).consumer() == (2, 4)
+    assert rk.Dataset(folder).shard(2, 1).consumer() == (1, 2)  # explicit wins
+
+
+# --- shuffling and steps ---------------------------------------------------------------------
+
+
+def test_seeded_shuffle_is_reproducible_and_epochs_differ(shards: tuple[Path, list[int]]) -> None:
+    folder, everything = shards
+    make = lambda seed: rk.Dataset(folder, SPEC).shuffle(200, seed=seed).batch(64)  # noqa: E731
+    first, again = make(1), make(1)
+    epoch0, epoch1 = ids(first), ids(first)
+    assert epoch0 == ids(again) and epoch1 == ids(again)
+    assert epoch0 != epoch1 and sorted(epoch0) == sorted(epoch1) == everything
+    assert epoch0 != ids(make(2))
+    assert epoch0 != everything
+    # Records from different files are mixed: the first batch is not from one shard only.
+    first_batch = next(iter(make(1)))["id"]
+    assert (first_batch < 521).any() and (first_batch >= 521).any()
+    first.set_epoch(0)
+    assert ids(first) == epoch0
+
+
+def test_shuffle_without_seed_still_reads_everything(shards: tuple[Path, list[int]]) -> None:
+    folder, everything = shards
+    assert sorted(ids(rk.Dataset(folder, SPEC).shuffle(10))) == everything
+
+
+def test_batches_span_files_and_keep_their_size(shards: tuple[Path, list[int]]) -> None:
+    folder, everything = shards
+    sizes = [len(b["id"]) for b in rk.Dataset(folder, SPEC).batch(100)]
+    assert sizes == [100] * 17 + [21]
+    assert [len(b["id"]) for b in rk.Dataset(folder, SPEC).batch(100, drop_remainder=True)] == [100] * 17
+    assert ids(rk.Dataset(folder, SPEC).batch(100)) == everything  # without shuffle: file order
+
+
+def test_steps_compose_like_tf_data(shards: tuple[Path, list[int]]) -> None:
+    folder, everything = shards
+    raw = list(rk.Dataset(folder).take(3))
+    assert all(isinstance(r, bytes) for r in raw) and rk.decode_example(raw[0])["id"].tolist() == [0]
+    assert [len(b) for b in rk.Dataset(folder).batch(1000)] == [1000, 721]
+    per_record = next(iter(rk.Dataset(folder, SPEC)))
+    assert per_record["id"].shape == () and per_record["id"] == 0
+    doubled = rk.Dataset(folder, SPEC).map(lambda x: {"id": x["id"] * 2}).batch(7)
+    first = next(iter(doubled))
+    assert first["id"].tolist() == [0, 2, 4, 6, 8, 10, 12]
+    assert rk.Dataset(folder, SPEC).batch(10).map(lambda b: len(b["id"])).take(3).__iter__().__next__() == 10
+    assert len(ids(rk.Dataset(folder, SPEC).repeat(3).batch(500))) == 3 * len(everything)
+    assert len(ids(rk.Dataset(folder, SPEC).take(5).repeat(2))) == 10
+    assert len(list(rk.Dataset(folder, SPEC).batch(50).take(4))) == 4
+    assert ids(rk.Dataset(folder, SPEC).batch(64).prefetch(3)) == everything
+    with pytest.raises(ValueError, match="before the other steps"):
+        rk.Dataset(folder).batch(2).shard(2, 0)
+
+
+def test_repeat_forever_over_nothing_ends(tmp_path: Path) -> None:
+    rk.write_examples(tmp_path / "empty.tfrecord", {"id": np.zeros(0, np.int64)})
+    assert list(rk.Dataset(tmp_path / "empty.tfrecord").repeat()) == []
+
+
+def test_damage_surfaces_through_prefetch_after_the_intact_records(tmp_path: Path) -> None:
+    path = tmp_path / "d.tfrecord"
+    rk.write_examples(path, {"id": np.arange(100)})
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF  # the last record's payload
+    path.write_bytes(bytes(data))
+    got: list[int] = []
+    with pytest.raises(rk.DataLossError) as caught:
+        for batch in rk.Dataset(path, SPEC).batch(10).prefetch(2):
+            got.extend(batch["id"].tolist())
+    assert got == list(range(90)) and caught.value.record_index == 99
+
+
+def test_abandoned_prefetch_stops_its_thread(shards: tuple[Path, list[int]]) -> None:
+    import threading
+
+    folder, _ = shards
+    it = iter(rk.Dataset(folder, SPEC).batch(2).prefetch(2))
+    next(it)
+    it.close()  # type: ignore[attr-defined]
+    assert not any(t.name == "recordkit-prefetch" for t in threading.enumerate())
+
+
+def test_gzip_and_plain_shards_together(tmp_path: Path) -> None:
+    rk.write_examples(tmp_path / "a.tfrecord", {"id": np.arange(0, 50)})
+    with gzip.open(tmp_path / "b.tfrecord.gz", "wb") as f:
+        f.write((tmp_path / "a.tfrecord").read_bytes())
+    assert sorted(ids(rk.Dataset(tmp_path, SPEC).shuffle(30, seed=0).batch(8))) == sorted(list(range(50)) * 2)
+
+
+# --- memory ----------------------------------------------------------------------------------
+
+
+def test_memory_stays_bounded_for_a_file_much_larger_than_the_buffers(tmp_path: Path) -> None:
+    path = tmp_path / "big.tfrecord"
+    blob = np.frombuffer(np.random.default_rng(0).bytes(64 << 10), dtype="S65536")
+    with rk.TFRecordWriter(path) as writer:  # 320 MB of 64 KB records
+        for i in range(5000):
+            writer.write(rk.encode_example({"id": i, "blob": blob[0]}))
+    script = textwrap.dedent(
+        f"""
+        import resource, recordkit as rk
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        spec = {{"id": rk.FixedLenFeature([], "int64"), "blob": rk.FixedLenFeature([], "string")}}
+        n = sum(len(b["id"]) for b in rk.Dataset({str(path)!r}, spec).shuffle(100, seed=0).batch(32).prefetch(2))
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(n, (peak - base) // 1024)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    records, growth_mb = int(out[0]), int(out[1])
+    assert records == 5000
+    # buffers: 100 shuffled + 2 prefetched batches of 32 x 64 KB ~ 11 MB, plus one 64 MB window of mapped pages
+    assert growth_mb < 120, f"peak RSS grew {growth_mb} MB reading a {path.stat().st_size >> 20} MB file"
+
+
+# --- random access --------------------------------------------------------------------------
+
+
+def test_indexed_dataset_takes_lists_of_indices(shards: tuple[Path, list[int]]) -> None:
+    folder, everything = shards
+    ds = rk.IndexedDataset(rk.list_files(folder), SPEC)
+    assert len(ds) == len(everything)
+    batch = ds[[5, 0, 1720]]
+    assert batch["id"].tolist() == [5, 0, 1720]
+    assert ds[np.array([3, 4])]["id"].tolist() == [3, 4]
+    assert int(ds[-1]["id"]) == everything[-1]
+
+
+def test_record_ranges_seek_through_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 3000 records of 8 KB: ranges start past the first checkpoints (every 1024 records), and
+    # counting takes several 16 MB steps, so checkpoints are collected across steps.
+    path = tmp_path / "big.tfrecord"
+    rk.write_examples(path, {"id": np.arange(3000), "pad": np.full(3000, b"x" * 8192, dtype="S8192")})
+    shares = consumers_ids(path, 5, 2, monkeypatch)
+    assert [share[0] for share in shares] == [0, 300, 600, 900, 1200, 1500, 1800, 2100, 2400, 2700]
+    assert sorted(i for share in shares for i in share) == list(range(3000))
+
+
+# --- PyTorch ---------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # 3 workers on a 2-CPU machine
+def test_dataloader_workers_and_ranks_read_every_record_once(shards: tuple[Path, list[int]]) -> None:
+    torch = pytest.importorskip("torch")
+    folder, everything = shards
+    for ranks in (1, 2, 3):
+        for workers in range(4):
+            seen: list[int] = []
+            for rank in range(ranks):
+                ds = rk.Dataset(folder, SPEC).shard(ranks, rank).shuffle(100, seed=1).batch(32)
+                for batch in ds.loader(num_workers=workers):
+                    assert isinstance(batch["id"], torch.Tensor) and batch["id"].dtype == torch.int64
+                    seen.extend(batch["id"].tolist())
+            assert sorted(seen) == everything, (ranks, workers)
+
+
+def test_torch_batches_strings_and_epochs(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    rk.write_examples(tmp_path / "s.tfrecord", {"id": np.arange(40), "name": [f"n{i}".encode() for i in range(40)]})
+    spec = {"id": rk.FixedLenFeature([], "int64"), "name": rk.FixedLenFeature([], "string")}
+    loader = rk.Dataset(tmp_path / "s.tfrecord", spec).shuffle(40, seed=3).batch(8).loader(num_workers=2)
+    batch = next(iter(loader))
+    assert isinstance(batch["name"], list) and isinstance(batch["name"][0], bytes)
+    assert [b"n%d" % i for i in batch["id"].tolist()] == batch["name"]
+    epochs = [[i for b in loader for i in b["id"].tolist()] for _ in range(2)]
+    assert sorted(epochs[0]) == sorted(epochs[1]) == list(range(40)) and epochs[0] != epochs[1]
+    plain = torch.utils.data.DataLoader(rk.Dataset(tmp_path / "s.tfrecord", spec).batch(8).to_torch(), batch_size=None)
+    assert sum(len(b["id"]) for b in plain) == 40
+
+
+def test_indexed_dataset_with_a_batch_sampler(shards: tuple[Path, list[int]]) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+    folder, everything = shards
+    ds = rk.IndexedDataset(rk.list_files(folder), SPEC)
+    sampler = BatchSampler(RandomSampler(ds, generator=torch.Generator().manual_seed(0)), 50, drop_last=False)
+    seen = [i for batch in DataLoader(ds, batch_size=None, sampler=sampler, num_workers=2) for i in batch["id"].tolist()]
+    assert sorted(seen) == everything and seen != everything
