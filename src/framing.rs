@@ -36,7 +36,7 @@ impl Format {
         }
     }
 
-    fn footer_len(self) -> u64 {
+    pub fn footer_len(self) -> u64 {
         match self {
             Format::TfRecord => 4,
             Format::OfRecord => 0,

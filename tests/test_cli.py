@@ -98,3 +98,125 @@ def test_tensorflow_reads_salvaged_files(conformance_dir: Path, tmp_path: Path) 
     assert run("salvage", str(conformance_dir / "bad-data-crc.tfrecord"), str(out), "--output-compression", "gzip").returncode == 0
     records = [r.numpy() for r in tf.data.TFRecordDataset(str(out), compression_type="GZIP")]
     assert records == list(rk.TFRecordReader(out)) and len(records) == 988
+
+
+# --- inspect, stats, convert ------------------------------------------------------------------
+
+
+def test_inspect_json_kinds(conformance_dir: Path) -> None:
+    result = run("inspect", str(conformance_dir / "tutorial.tfrecord.gz"), "--json")
+    assert result.returncode == 0, result.stderr
+    schema = json.loads(result.stdout)
+    assert schema["container"] == "example" and schema["records"] == 989 and schema["complete"]
+    assert {name: f["kind"] for name, f in schema["features"].items()} == {
+        "feature0": "int64", "feature1": "int64", "feature2": "bytes", "feature3": "float"}
+    assert schema["features"]["feature2"]["present"] == 989 and schema["features"]["feature2"]["text"]
+    sequence = json.loads(run("inspect", str(conformance_dir / "sequence.tfrecord"), "--json").stdout)
+    assert sequence["container"] == "sequence_example" and sequence["sequence_features"]
+    oneflow = json.loads(run("inspect", str(conformance_dir / "part-00000"), "--json", "--all").stdout)
+    assert oneflow["container"] == "ofrecord" and oneflow["records"] == 40
+
+
+def test_inspect_prints_a_spec_that_parses_the_file(conformance_dir: Path) -> None:
+    result = run("inspect", str(conformance_dir / "varlen.tfrecord"))
+    assert result.returncode == 0, result.stderr
+    source = result.stdout.split("# a parse spec for these records:\n", 1)[1]
+    namespace: dict = {"rk": rk}
+    exec(source, namespace)
+    records = list(rk.TFRecordReader(conformance_dir / "varlen.tfrecord"))
+    parsed = rk.parse_example(records, namespace["features"])
+    assert set(parsed) == set(namespace["features"])
+
+
+def test_stats_plot_is_a_real_image(conformance_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import struct
+
+    png = tmp_path / "tutorial.png"
+    result = run("stats", str(conformance_dir / "tutorial.tfrecord"), "--plot", str(png))
+    assert result.returncode == 0, result.stderr
+    assert "feature3 (float): present in 989" in result.stdout and '"goat" x' in result.stdout
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert width >= 600 and height >= 300
+    html = tmp_path / "tutorial.html"
+    assert run("stats", str(conformance_dir / "tutorial.tfrecord"), "--plot", str(html)).returncode == 0
+    assert html.read_text().count("<svg") == 4
+
+
+def test_stats_json(conformance_dir: Path) -> None:
+    stats = json.loads(run("stats", str(conformance_dir / "tutorial.tfrecord"), "--json").stdout)
+    assert stats["records"] == 989
+    assert stats["features"]["feature1"]["min"] == 0 and stats["features"]["feature1"]["max"] == 4
+    assert {name for name, _ in stats["features"]["feature2"]["top"]} == {"cat", "dog", "chicken", "horse", "goat"}
+
+
+def test_convert_parquet_to_tfrecord_and_back(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table({
+        "id": pa.array([1, 2, None, 4, 5], pa.int64()),
+        "name": ["a", "bé", None, "d", ""],
+        "raw": pa.array([b"\x00\xff", b"x", b"", None, b"z"], pa.binary()),
+        "score": pa.array([0.5, 1.25, 2.0, None, -3.5], pa.float32()),
+        "tokens": pa.array([[1, 2], [], None, [3], [4, 5, 6]], pa.list_(pa.int64())),
+    })
+    pq.write_table(table, tmp_path / "t.parquet")
+    result = run("convert", str(tmp_path / "t.parquet"), str(tmp_path / "out" / "train.tfrecord"), "--shards", "3")
+    assert result.returncode == 0, result.stderr
+    shards = [str(tmp_path / "out" / f"train-{i:05d}-of-00003.tfrecord") for i in range(3)]
+    assert result.stdout.split() == shards
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [Path(s).name for s in shards]
+    assert run("convert", str(tmp_path / "out" / "train-*.tfrecord"), str(tmp_path / "back.parquet")).returncode == 0
+    assert pq.read_table(tmp_path / "back.parquet").equals(table)
+
+
+def test_convert_image_folder_parses_with_the_tutorial_description(tmp_path: Path) -> None:
+    images = Path(__file__).resolve().parent.parent / "docs" / "images"
+    for name in ("cat", "bridge"):
+        (tmp_path / "photos" / name).mkdir(parents=True)
+        (tmp_path / "photos" / name / f"{name}.jpg").write_bytes((images / f"{name}.jpg").read_bytes())
+    result = run("convert", str(tmp_path / "photos"), str(tmp_path / "images.tfrecord"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "images.labels.json").read_text()) == {"bridge": 0, "cat": 1}
+    description = {  # the tutorial's image_feature_description
+        "height": rk.FixedLenFeature([], "int64"),
+        "width": rk.FixedLenFeature([], "int64"),
+        "depth": rk.FixedLenFeature([], "int64"),
+        "label": rk.FixedLenFeature([], "int64"),
+        "image_raw": rk.FixedLenFeature([], "string"),
+    }
+    parsed = [rk.parse_single_example(r, description) for r in rk.TFRecordReader(tmp_path / "images.tfrecord")]
+    assert [(int(p["label"]), rk.image_shape(p["image_raw"].item())) for p in parsed] == [
+        (0, (int(parsed[0]["height"]), int(parsed[0]["width"]), 3)), (1, (int(parsed[1]["height"]), int(parsed[1]["width"]), 3))]
+    assert parsed[1]["image_raw"].item() == (images / "cat.jpg").read_bytes()
+
+
+def test_convert_csv_jsonl_npz_and_ofrecord(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("id,score,name\n1,0.5,cat\n2,,dog\n3,2.25,\n")
+    assert run("convert", str(tmp_path / "t.csv"), str(tmp_path / "t.tfrecord.gz"), "--compression", "gzip").returncode == 0
+    decoded = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "t.tfrecord.gz")]
+    assert sorted(decoded[1]) == ["id", "name"]  # the empty score cell is a missing feature
+    assert decoded[1]["id"].tolist() == [2] and decoded[1]["name"] == [b"dog"]
+    assert run("convert", str(tmp_path / "t.tfrecord.gz"), str(tmp_path / "t.jsonl")).returncode == 0
+    assert [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()] == [
+        {"id": 1, "name": "cat", "score": 0.5}, {"id": 2, "name": "dog"}, {"id": 3, "score": 2.25}]
+    assert run("convert", str(tmp_path / "t.jsonl"), str(tmp_path / "of"), "--to", "ofrecord", "--shards", "2").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "of").iterdir()) == ["part-00000", "part-00001"]
+    assert run("convert", str(tmp_path / "of"), str(tmp_path / "t.npz")).returncode == 0
+    import numpy as np
+
+    arrays = np.load(tmp_path / "t.npz")
+    assert arrays["id"].tolist() == [1, 2, 3] and arrays["name.row_splits"].tolist() == [0, 1, 2, 2]
+    assert run("convert", str(tmp_path / "t.npz"), str(tmp_path / "t2.csv")).returncode == 0
+    assert (tmp_path / "t2.csv").read_text().splitlines()[0] == "id,name,score"
+
+
+def test_convert_failure_leaves_nothing(tmp_path: Path) -> None:
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    (tmp_path / "photos" / "cat" / "a.jpg").write_bytes(b"not an image")
+    result = run("convert", str(tmp_path / "photos"), str(tmp_path / "out.tfrecord"))
+    assert result.returncode == 2 and "a.jpg" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["photos"]
+    assert run("convert", str(tmp_path / "photos"), str(tmp_path / "x.unknown")).stderr.count("\n") == 1

@@ -202,3 +202,19 @@ def test_damaged_compressed_streams_keep_more_than_tensorflow(tmp_path: Path, co
         assert tf_error is not None
         assert got == records[: len(got)], "every record delivered is intact"
         assert got[: len(want)] == want, "TensorFlow's records are a prefix of recordkit's"
+
+
+def test_tensorflow_reads_what_convert_writes(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table({"id": pa.array(range(50), pa.int64()), "name": [f"n{i}" for i in range(50)],
+                      "tokens": [[i] * (i % 4) for i in range(50)]})
+    pq.write_table(table, tmp_path / "t.parquet")
+    shards = rk.convert(tmp_path / "t.parquet", tmp_path / "out" / "t.tfrecord.gz", shards=3, compression="gzip")
+    spec = {"id": tf.io.FixedLenFeature([], tf.int64), "name": tf.io.FixedLenFeature([], tf.string),
+            "tokens": tf.io.VarLenFeature(tf.int64)}
+    ds = tf.data.TFRecordDataset(shards, compression_type="GZIP").batch(100).map(lambda b: tf.io.parse_example(b, spec))
+    [batch] = list(ds)
+    assert batch["id"].numpy().tolist() == list(range(50))
+    assert batch["name"].numpy().tolist()[:2] == [b"n0", b"n1"]
+    assert tf.sparse.to_dense(batch["tokens"]).numpy()[3].tolist() == [3, 3, 3]

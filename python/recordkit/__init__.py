@@ -94,6 +94,11 @@ __all__ = [
     "parse_tensor",
     "image_shape",
     "Dataset",
+    "convert",
+    "infer_schema",
+    "Schema",
+    "feature_stats",
+    "plot_stats",
     "list_files",
     "build_index",
     "read_index",
@@ -107,3 +112,27 @@ __all__ = [
     "count_records",
     "write_ofrecord_parts",
 ]
+
+# Tools for the command line and data engineering load on first use, keeping `import recordkit` light.
+_LAZY = {
+    "convert": "recordkit.convert",
+    "infer_schema": "recordkit.schema",
+    "Schema": "recordkit.schema",
+    "feature_stats": "recordkit.stats",
+    "plot_stats": "recordkit.stats",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recordkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -10,7 +10,7 @@ try:
     import torch
     from torch.utils.data import IterableDataset
 except ImportError:
-    raise ImportError("Dataset.to_torch() needs PyTorch: pip install torch") from None
+    raise ImportError("Dataset.to_torch() needs PyTorch: pip install 'recordkit[torch]' (or torch itself)") from None
 
 if TYPE_CHECKING:
     from recordkit.dataset import Dataset

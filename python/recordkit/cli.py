@@ -1,15 +1,14 @@
 """The ``recordkit`` command (also ``python -m recordkit``).
 
-Subcommands so far: ``count``, ``verify``, ``cat`` / ``head``, ``salvage`` and ``index``.
-Errors are one line on stderr and a non-zero exit status; ``--debug`` shows
-the traceback.
+Subcommands: ``count``, ``cat`` / ``head``, ``inspect``, ``stats``, ``verify``,
+``salvage``, ``index`` and ``convert``. Errors are one line on stderr and a
+non-zero exit status; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import glob
 import json
 import math
 import os
@@ -21,31 +20,24 @@ import numpy as np
 
 from recordkit import __version__, ofrecord, train
 from recordkit.codec import decode_example, decode_ofrecord, decode_sequence_example
+from recordkit.convert import FORMATS, convert, parse_size
+from recordkit.dataset import list_files, record_format
 from recordkit.errors import DataLossError, DataLossWarning, ParseError
 from recordkit.index import build_index
 from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records
+from recordkit.schema import infer_schema
+from recordkit.stats import feature_stats, plot_stats
 
 __all__ = ["main"]
 
 
 def _expand(patterns: Sequence[str]) -> list[str]:
-    """Expands globs the shell left alone (quoted, or on Windows)."""
-    paths: list[str] = []
-    for pattern in patterns:
-        if any(c in pattern for c in "*?[") and "://" not in pattern:
-            matches = sorted(glob.glob(pattern))
-            if not matches:
-                raise FileNotFoundError(2, "no file matches", pattern)
-            paths.extend(matches)
-        else:
-            paths.append(pattern)
-    return paths
+    """The files named: paths, globs the shell left alone, folders, ``name@N`` shard sets."""
+    return list_files(list(patterns))
 
 
 def _record_format(path: str, forced: str | None) -> str:
-    if forced:
-        return forced
-    return "ofrecord" if os.path.basename(path).startswith("part-") else "tfrecord"
+    return forced or record_format(path)
 
 
 def _count(args: argparse.Namespace) -> int:
@@ -183,6 +175,79 @@ def _index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _format_arg(args: argparse.Namespace) -> str:
+    return args.record_format or "auto"
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    schema = infer_schema(_expand(args.paths), limit=None if args.all else args.limit,
+                          format=_format_arg(args), compression=args.compression)  # type: ignore[arg-type]
+    if args.json:
+        print(json.dumps(schema.to_json(), indent=2))
+        return 0
+    scope = "all records" if schema.complete else f"the first {schema.records} records (--all reads every one)"
+    print(f"{schema.container}: {len(schema.features)} features in {scope}")
+    groups = [("", schema.features)]
+    if schema.container == "sequence_example":
+        groups = [("context ", schema.features), ("feature list ", schema.sequence_features)]
+    for label, features in groups:
+        if label:
+            print(f"\n{label.strip()}:")
+        width = max((len(name) for name in features), default=4)
+        for name, info in sorted(features.items()):
+            counts = f"{info.min_values}" if info.min_values == info.max_values else f"{info.min_values}-{info.max_values}"
+            steps = f", {info.min_steps}-{info.max_steps} steps" if info.min_steps is not None else ""
+            sample = json.dumps(info.to_json()["sample"][:1])[1:-1][:60]
+            kind = f"{info.kind} (text)" if info.kind == "bytes" and info.text else info.kind
+            print(f"  {name:<{width}}  {kind:<12} present {info.present}/{schema.records}, "
+                  f"values {counts}{steps}  e.g. {sample}")
+    print("\n# a parse spec for these records:")
+    print(schema.spec_source())
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    paths = _expand(args.paths)
+    records, stats = feature_stats(paths, limit=args.limit, format=_format_arg(args),  # type: ignore[arg-type]
+                                   compression=args.compression)
+    if args.json:
+        print(json.dumps({"records": records, "features": {k: v.to_json() for k, v in stats.items()}}, indent=2))
+    else:
+        print(f"{records} records")
+        for name, item in stats.items():
+            per = item.values_per_record
+            print(f"\n{name} ({item.kind}): present in {item.count}, missing from {item.missing}; "
+                  f"values per record {per.get('min')}-{per.get('max')} (mean {per.get('mean')})")
+            if item.kind == "bytes":
+                print(f"  length {item.lengths.get('min')}-{item.lengths.get('max')} (mean {item.lengths.get('mean')})")
+                if item.top:
+                    shown = ", ".join(f"{json.dumps(_json_bytes(v))} x{n}" for v, n in item.top)
+                    print(f"  top: {shown}")
+            elif item.min is not None:
+                quantiles = ", ".join(f"p{int(q * 100)} {v:.6g}" for q, v in item.quantiles.items())
+                print(f"  min {item.min:.6g}, max {item.max:.6g}, mean {item.mean:.6g}; {quantiles}"
+                      + (f"; {item.non_finite} non-finite" if item.non_finite else ""))
+    if args.plot:
+        print(f"plot: {plot_stats(stats, args.plot, title=', '.join(paths)[:80])}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    if args.shards is not None and args.shard_size is not None:
+        raise ValueError("give --shards or --shard-size, not both")
+    sources = _expand(args.sources) if args.source_format in (None, "tfrecord", "ofrecord") and len(args.sources) > 1 else args.sources
+    written = convert(
+        sources if len(sources) > 1 else sources[0], args.destination,
+        shards=args.shards, shard_size=parse_size(args.shard_size) if args.shard_size else None,
+        compression=None if args.output_compression == "none" else args.output_compression,
+        features=args.features.split(",") if args.features else None,
+        source_format=args.source_format, destination_format=args.destination_format,
+    )
+    for path in written:
+        print(path)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recordkit",
@@ -231,6 +296,42 @@ def _parser() -> argparse.ArgumentParser:
     salvage.set_defaults(run=_salvage)
     add("index", "Write an index (\"<offset> <size>\" per record, DALI's and tfrecord2idx's format) "
         "beside each uncompressed TFRecord file.", "recordkit index data/*.tfrecord").set_defaults(run=_index)
+    inspect = add("inspect", "Show the schema: every feature, its kind, how often it is present, how many values "
+                  "it holds, a sample; and a parse spec ready to paste. SequenceExamples and OFRecords are recognized.",
+                  "recordkit inspect data/train-*.tfrecord --json")
+    inspect.add_argument("--json", action="store_true", help='print {"features": {name: {"kind": ...}}, ...}')
+    inspect.add_argument("--all", action="store_true", help="read every record (default: a sample)")
+    inspect.add_argument("--limit", type=int, default=1000, help="records in the sample (default 1000)")
+    inspect.set_defaults(run=_inspect)
+    stats = add("stats", "Per-feature statistics: presence, values per record, min/max/mean/quantiles of numbers, "
+                "lengths and most frequent values of bytes; --plot draws histograms.",
+                "recordkit stats data/train.tfrecord --plot stats.png")
+    stats.add_argument("--plot", metavar="FILE", help="write histograms to FILE.png (needs matplotlib) or FILE.html")
+    stats.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    stats.add_argument("--limit", type=int, help="read only this many records (default: all)")
+    stats.set_defaults(run=_stats)
+    conv = commands.add_parser(
+        "convert", help="Convert between TFRecord, OFRecord, CSV, Parquet, JSON lines, .npz and image folders.",
+        description="Convert SRC to DST; formats come from the suffixes (.tfrecord[.gz], .parquet, .csv, .jsonl, .npz) "
+        "or from the layout (a part-NNNNN folder is OFRecord; a folder of class subfolders holds images, which become "
+        "the TensorFlow tutorial's image_raw/height/width/depth/label features, with a label map beside the output). "
+        "TFRecord outputs past ~100 MB are sharded (name-00000-of-0000N); every output appears only when complete.",
+        epilog="examples:\n  recordkit convert table.parquet out/train.tfrecord --shards 3\n"
+        "  recordkit convert photos/ out/images.tfrecord.gz --compression gzip\n"
+        "  recordkit convert 'data/train-*.tfrecord' train.parquet",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    conv.add_argument("sources", nargs="+", metavar="SRC", help="a file, folder or glob (several record files may be given)")
+    conv.add_argument("destination", metavar="DST")
+    sharding = conv.add_mutually_exclusive_group()
+    sharding.add_argument("--shards", type=int, help="write N files (TFRecord: DST-00000-of-0000N; OFRecord: N parts)")
+    sharding.add_argument("--shard-size", help="start a new shard after this much, e.g. 100MB")
+    conv.add_argument("--compression", dest="output_compression", default="none", choices=["none", "gzip", "zlib"],
+                      help="of a TFRecord DST")
+    conv.add_argument("--features", help="comma-separated features (columns) to keep, in this order")
+    conv.add_argument("--from", dest="source_format", choices=FORMATS, help="the format of SRC, when its name does not say")
+    conv.add_argument("--to", dest="destination_format", choices=FORMATS, help="the format of DST (ofrecord: a part-NNNNN folder)")
+    conv.set_defaults(run=_convert)
     return parser
 
 

@@ -192,13 +192,14 @@ def _from_arrow(name: str, array: Any, schema: str) -> tuple[int, Column]:
             offsets = np.asarray(array.offsets.to_numpy(), dtype=np.int64)
             flat = array.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
             splits = offsets - offsets[0]
+        if flat.null_count:
+            raise ValueError(f"column {name!r}: its lists hold nulls, which a tf.train.Feature cannot")
         values = flat.to_numpy(zero_copy_only=False)
     else:
-        values = array.to_numpy(zero_copy_only=False)
+        # Nulls dropped before NumPy sees them: an int column with nulls would come out as float.
+        values = array.drop_null().to_numpy(zero_copy_only=False)
         if present is not None:
-            keep = present
-            values = values[keep]
-            splits = np.concatenate([[0], np.cumsum(keep.astype(np.int64))])
+            splits = np.concatenate([[0], np.cumsum(present.astype(np.int64))])
         else:
             splits = np.arange(len(array) + 1, dtype=np.int64)
     if values.dtype == object or pa.types.is_binary(array.type) or pa.types.is_string(array.type):

@@ -271,6 +271,11 @@ class _RecordWriter:
         """Records written so far."""
         return self._native.records
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of framed records written so far, before compression."""
+        return self._native.bytes
+
     def write(self, record: bytes | bytearray | memoryview | str) -> None:
         """Writes one record: a bytes-like object, or ``str`` (written as UTF-8)."""
         self._native.write(record)

@@ -289,6 +289,8 @@ pub struct PyRecordWriter {
     format: Format,
     name: String,
     records: u64,
+    /// Framed bytes written, before compression.
+    bytes: u64,
 }
 
 /// Records gathered from an iterable before one trip into Rust.
@@ -323,6 +325,10 @@ impl PyRecordWriter {
                 })
         })?;
         self.records += payloads.len() as u64;
+        self.bytes += payloads
+            .iter()
+            .map(|p| (p.len() + header_len(format)) as u64 + format.footer_len())
+            .sum::<u64>();
         Ok(())
     }
 }
@@ -360,6 +366,7 @@ impl PyRecordWriter {
             format,
             name,
             records: 0,
+            bytes: 0,
         })
     }
 
@@ -452,7 +459,8 @@ impl PyRecordWriter {
             .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
         // The values are borrowed from NumPy arrays while the GIL is released:
         // like any C extension, this assumes no other thread resizes them meanwhile.
-        py.detach(|| -> Result<()> {
+        let written = py.detach(|| -> Result<u64> {
+            let mut written = 0u64;
             let mut frame = Vec::new();
             let mut scratch = Vec::new();
             let mut entries: Vec<(&EntryLayout, Option<Values<'_>>)> =
@@ -478,10 +486,12 @@ impl PyRecordWriter {
                     path: name.clone(),
                     source,
                 })?;
+                written += frame.len() as u64;
             }
-            Ok(())
+            Ok(written)
         })?;
         self.records += rows as u64;
+        self.bytes += written;
         Ok(rows as u64)
     }
 
@@ -516,6 +526,12 @@ impl PyRecordWriter {
     #[getter]
     fn records(&self) -> u64 {
         self.records
+    }
+
+    /// Framed bytes written so far, before compression.
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Whether `close` has run.

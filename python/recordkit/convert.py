@@ -1,0 +1,886 @@
+"""Converting between record files and tables: TFRecord, OFRecord, CSV, Parquet,
+JSON lines, NumPy ``.npz`` and folders of images.
+
+Everything streams in chunks of rows, so memory does not grow with the input
+(except for ``.npz`` output, which NumPy writes in one go). Outputs appear
+under their names only when complete.
+
+>>> rk.convert("table.parquet", "out/train.tfrecord", shards=4)  # doctest: +SKIP
+['out/train-00000-of-00004.tfrecord', ...]
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import math
+import os
+import re
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal, Sequence
+
+import numpy as np
+
+from recordkit import _native
+from recordkit._sources import AtomicTarget, PathLike
+from recordkit.columnar import Column, _normalize, _write, shard_names
+from recordkit.dataset import _ONEFLOW_PART, list_files, record_format
+from recordkit.images import image_shape
+from recordkit.records import OFRecordReader, OFRecordWriter, TFRecordReader, TFRecordWriter
+from recordkit.schema import infer_schema
+
+__all__ = ["convert", "detect_format", "parse_size", "FORMATS"]
+
+Format = Literal["tfrecord", "ofrecord", "csv", "parquet", "jsonl", "npz", "images"]
+FORMATS: tuple[str, ...] = ("tfrecord", "ofrecord", "csv", "parquet", "jsonl", "npz", "images")
+
+_SUFFIXES = {
+    ".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl",
+    ".json": "jsonl", ".npz": "npz", ".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfr": "tfrecord",
+}
+_COMPRESSION_SUFFIXES = (".gz", ".gzip", ".zz", ".zlib")
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+_CHUNK_ROWS = 8192
+_SHARD_BYTES = 100_000_000  # the TensorFlow tutorial's "~100 MB per shard"
+_NATIVE_KINDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_list",
+                 "double": "double_list", "int32": "int32_list"}
+_DTYPES = {"int64": np.int64, "float": np.float32, "double": np.float64, "int32": np.int32}
+
+
+def _optional(module: str, extra: str, purpose: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"{purpose} needs {module.split('.')[0]}: pip install 'recordkit[{extra}]'") from None
+
+
+def parse_size(text: str) -> int:
+    """``"100MB"`` -> 100_000_000; also ``k``/``KB``, ``GB``, ``KiB``/``MiB``/``GiB`` and plain bytes."""
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([kmgt]?)(i?)b?\s*", text.lower())
+    if not match:
+        raise ValueError(f"not a size: {text!r} (try 100MB)")
+    number, unit, binary = match.groups()
+    scale = (1024 if binary else 1000) ** "_kmgt".index(unit or "_")
+    size = int(float(number) * scale)
+    if size < 1:
+        raise ValueError(f"a shard size must be positive, not {text!r}")
+    return size
+
+
+def detect_format(path: str, *, output: bool = False) -> Format:
+    """The format a path's suffix (or, for inputs, its content or layout) says."""
+    lower = path.lower().rstrip("/\\")
+    for suffix in _COMPRESSION_SUFFIXES:
+        if lower.endswith(suffix):
+            lower = lower[: -len(suffix)]
+            break
+    extension = os.path.splitext(lower)[1]
+    if extension in _SUFFIXES:
+        return _SUFFIXES[extension]  # type: ignore[return-value]
+    if not output:
+        if os.path.isdir(path):
+            entries = [e for e in os.listdir(path) if not e.startswith((".", "_"))]
+            if any(_ONEFLOW_PART.match(e) for e in entries):
+                return "ofrecord"
+            if entries and all(os.path.isdir(os.path.join(path, e)) for e in entries):
+                return "images"
+            return "tfrecord"
+        return record_format(path)
+    raise ValueError(
+        f"cannot tell the output format from {path!r}: name it .tfrecord, .parquet, .csv, .jsonl or .npz "
+        "(or give the format, e.g. --to ofrecord for a part-NNNNN folder)"
+    )
+
+
+# --- columns -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ColumnInfo:
+    """A column's kind (``int64``, ``float``, ``double``, ``int32`` or ``bytes``),
+    whether each row holds one value (else a list), and whether bytes are text."""
+
+    kind: str
+    scalar: bool
+    text: bool = False
+
+
+Chunk = tuple[int, dict[str, Column]]  # rows, {name: (native kind, values, row splits, present)}
+
+
+def _column(kind: str, per_row: Sequence[Any]) -> Column:
+    """A column from per-row values: arrays or lists of values, or None for a missing feature."""
+    present = np.fromiter((v is not None for v in per_row), dtype=bool, count=len(per_row))
+    lengths = np.fromiter((0 if v is None else len(v) for v in per_row), dtype=np.int64, count=len(per_row))
+    splits = np.zeros(len(per_row) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=splits[1:])
+    if kind == "bytes":
+        values: Any = [b for v in per_row if v is not None for b in v]
+    else:
+        dtype = _DTYPES[kind]
+        parts = [np.asarray(v, dtype=dtype) for v in per_row if v is not None and len(v)]
+        values = np.concatenate(parts) if parts else np.zeros(0, dtype)
+    return _NATIVE_KINDS[kind], values, splits, None if present.all() else present
+
+
+def _rows_of(column: Column, rows: int) -> list[Any]:
+    """Per-row values of a column: None when missing, else a list (bytes, or Python numbers)."""
+    kind, values, splits, present = column
+    if kind == "bytes_fixed":
+        values = values.tolist()
+    elif isinstance(values, np.ndarray):
+        values = values.tolist() if values.dtype != object else list(values)
+    out: list[Any] = []
+    for row in range(rows):
+        if present is not None and not present[row]:
+            out.append(None)
+        else:
+            out.append(values[splits[row] : splits[row + 1]])
+    return out
+
+
+class _Progress:
+    """A one-line progress report on stderr, only when a person is watching."""
+
+    def __init__(self, total: int | None, label: str, enabled: bool | None) -> None:
+        self.total, self.label, self.done, self.last = total, label, 0, 0.0
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+
+    def advance(self, rows: int) -> None:
+        self.done += rows
+        now = time.monotonic()
+        if self.enabled and now - self.last > 0.2:
+            self.last = now
+            share = f" ({100 * self.done // self.total}%)" if self.total else ""
+            total = f" / {self.total:,}" if self.total else ""
+            sys.stderr.write(f"\r{self.label}: {self.done:,}{total} rows{share}")
+            sys.stderr.flush()
+
+    def finish(self) -> None:
+        if self.enabled and self.done:
+            sys.stderr.write(f"\r{self.label}: {self.done:,} rows, done.\033[K\n")
+
+
+# --- sources -------------------------------------------------------------------------------
+
+
+class _Source:
+    rows: int
+    columns: dict[str, _ColumnInfo]
+
+    def chunks(self) -> Iterator[Chunk]:
+        raise NotImplementedError
+
+    def select(self, features: Sequence[str] | None) -> None:
+        if features is None:
+            return
+        unknown = [name for name in features if name not in self.columns]
+        if unknown:
+            raise ValueError(f"no feature named {', '.join(map(repr, unknown))}; the input has {', '.join(self.columns)}")
+        self.columns = {name: self.columns[name] for name in features}
+
+
+class _RecordSource(_Source):
+    def __init__(self, source: PathLike | Sequence[PathLike], fmt: str, compression: str | None) -> None:
+        self.files = list_files(source)
+        self.format = fmt
+        self.compression = compression
+        schema = infer_schema(self.files, limit=None, format=fmt, compression=compression)  # type: ignore[arg-type]
+        if schema.container == "sequence_example":
+            self.columns = {}
+        else:
+            mixed = [name for name, info in schema.features.items() if info.kind == "mixed"]
+            if mixed:
+                raise ValueError(f"feature {mixed[0]!r} holds different kinds in different records: it has no column type")
+            self.columns = {
+                name: _ColumnInfo("bytes" if info.kind == "none" else info.kind,
+                                  scalar=info.min_values == info.max_values == 1, text=info.text)
+                for name, info in schema.features.items()
+            }
+        self.container = schema.container
+        self.rows = schema.records
+
+    def records(self) -> Iterator[bytes]:
+        for path in self.files:
+            reader = OFRecordReader(path, self.compression) if self.format == "ofrecord" else TFRecordReader(path, self.compression)
+            with reader:
+                yield from reader
+
+    def chunks(self) -> Iterator[Chunk]:
+        if self.container == "sequence_example":
+            raise ValueError("SequenceExamples have no table form: convert them to TFRecord or OFRecord files only")
+        schema, container = ("oneflow", "map") if self.format == "ofrecord" else ("tensorflow", "example")
+        batch: list[dict[str, Any]] = []
+        for record in self.records():
+            batch.append(_native.decode_features(record, schema, container))
+            if len(batch) == _CHUNK_ROWS:
+                yield self._chunk(batch)
+                batch = []
+        if batch:
+            yield self._chunk(batch)
+
+    def _chunk(self, batch: list[dict[str, Any]]) -> Chunk:
+        columns = {}
+        for name, info in self.columns.items():
+            per_row = []
+            for decoded in batch:
+                entry = decoded.get(name)  # (kind, values); a Feature that sets no kind holds no values
+                per_row.append(None if entry is None else [] if entry[1] is None else entry[1])
+            columns[name] = _column(info.kind, per_row)
+        return len(batch), columns
+
+
+def _arrow_info(field: Any) -> _ColumnInfo:
+    import pyarrow as pa
+
+    kind_type, scalar = field.type, True
+    if pa.types.is_list(kind_type) or pa.types.is_large_list(kind_type) or pa.types.is_fixed_size_list(kind_type):
+        kind_type, scalar = kind_type.value_type, False
+    if pa.types.is_integer(kind_type) or pa.types.is_boolean(kind_type):
+        return _ColumnInfo("int64", scalar)
+    if pa.types.is_floating(kind_type):
+        return _ColumnInfo("float", scalar)
+    if pa.types.is_string(kind_type) or pa.types.is_large_string(kind_type):
+        return _ColumnInfo("bytes", scalar, text=True)
+    if pa.types.is_binary(kind_type) or pa.types.is_large_binary(kind_type) or pa.types.is_fixed_size_binary(kind_type):
+        return _ColumnInfo("bytes", scalar)
+    raise TypeError(f"column {field.name!r}: Arrow type {field.type} has no tf.train.Feature kind")
+
+
+class _ParquetSource(_Source):
+    def __init__(self, path: str) -> None:
+        pq = _optional("pyarrow.parquet", "arrow", "reading Parquet")
+        self.file = pq.ParquetFile(path)
+        self.rows = self.file.metadata.num_rows
+        self.columns = {field.name: _arrow_info(field) for field in self.file.schema_arrow}
+        narrowed = [field.name for field in self.file.schema_arrow if "double" in str(field.type)]
+        if narrowed:
+            warnings.warn(f"{path}: float64 column(s) {', '.join(narrowed)} are stored as float32 "
+                          "(tf.train.Example has no float64)", UserWarning, stacklevel=3)
+
+    def chunks(self) -> Iterator[Chunk]:
+        import pyarrow as pa
+
+        for batch in self.file.iter_batches(_CHUNK_ROWS, columns=list(self.columns)):
+            rows, columns = _normalize(pa.Table.from_batches([batch]), "tensorflow")
+            yield rows, columns
+
+
+def _number(text: str) -> int | float | None:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return None
+
+
+class _CsvSource(_Source):
+    """CSV with a header row: a column is int64 when every cell is an integer, float when
+    every cell is a number, else text; empty cells are missing values."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        kinds: dict[str, str] = {}
+        self.rows = 0
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise ValueError(f"{path} is empty: a CSV file needs a header row")
+            self.header = header
+            kinds = {name: "int64" for name in header}
+            for row in reader:
+                self.rows += 1
+                for name, cell in zip(header, row):
+                    if cell == "" or kinds[name] == "bytes":
+                        continue
+                    value = _number(cell)
+                    if value is None:
+                        kinds[name] = "bytes"
+                    elif isinstance(value, float):
+                        kinds[name] = "float"
+        self.columns = {name: _ColumnInfo(kind, scalar=True, text=kind == "bytes") for name, kind in kinds.items()}
+
+    def chunks(self) -> Iterator[Chunk]:
+        with open(self.path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            next(reader)
+            positions = {name: i for i, name in enumerate(self.header)}
+            while True:
+                rows = [row for _, row in zip(range(_CHUNK_ROWS), reader)]
+                if not rows:
+                    return
+                columns = {}
+                for name, info in self.columns.items():
+                    i = positions[name]
+                    cells = [row[i] if i < len(row) else "" for row in rows]
+                    if info.kind == "bytes":
+                        per_row = [None if c == "" else [c.encode("utf-8")] for c in cells]
+                    else:
+                        convert = int if info.kind == "int64" else float
+                        per_row = [None if c == "" else [convert(c)] for c in cells]
+                    columns[name] = _column(info.kind, per_row)
+                yield len(rows), columns
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool) or isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, (str, dict)):
+        return "bytes"
+    raise TypeError(f"a JSON value of type {type(value).__name__} has no tf.train.Feature kind: {value!r}")
+
+
+def _json_bytes(value: Any) -> bytes:
+    if isinstance(value, dict):
+        return base64.b64decode(value["base64"])  # as `recordkit cat` writes non-UTF-8 bytes
+    return value.encode("utf-8")
+
+
+class _JsonLinesSource(_Source):
+    """JSON lines of ``{name: value}``: numbers, strings (``{"base64": ...}`` for raw bytes),
+    or lists of them; a missing key or null is a missing value."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.rows = 0
+        kinds: dict[str, str] = {}
+        scalar: dict[str, bool] = {}
+        text: dict[str, bool] = {}
+        for row in self._rows():
+            self.rows += 1
+            for name, value in row.items():
+                if value is None:
+                    continue
+                values = value if isinstance(value, list) else [value]
+                scalar[name] = scalar.get(name, True) and not isinstance(value, list)
+                text[name] = text.get(name, True) and not any(isinstance(v, dict) for v in values)
+                for v in values:
+                    kind = _json_kind(v)
+                    known = kinds.setdefault(name, kind)
+                    if known != kind:
+                        if {known, kind} == {"int64", "float"}:
+                            kinds[name] = "float"
+                        else:
+                            raise ValueError(f"{path}: key {name!r} holds both {known} and {kind} values")
+        self.columns = {name: _ColumnInfo(kind, scalar[name], text[name]) for name, kind in kinds.items()}
+
+    def _rows(self) -> Iterator[dict[str, Any]]:
+        with open(self.path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if line.strip():
+                    row = json.loads(line)
+                    if not isinstance(row, dict):
+                        raise ValueError(f"{self.path}:{number}: each line must be a JSON object")
+                    yield row
+
+    def chunks(self) -> Iterator[Chunk]:
+        rows = self._rows()
+        while True:
+            batch = [row for _, row in zip(range(_CHUNK_ROWS), rows)]
+            if not batch:
+                return
+            columns = {}
+            for name, info in self.columns.items():
+                per_row = []
+                for row in batch:
+                    value = row.get(name)
+                    values = None if value is None else value if isinstance(value, list) else [value]
+                    if values is not None and info.kind == "bytes":
+                        values = [_json_bytes(v) for v in values]
+                    per_row.append(values)
+                columns[name] = _column(info.kind, per_row)
+            yield len(batch), columns
+
+
+class _NpzSource(_Source):
+    """``.npz``: a 1-D array is one value per row, an N-D array a fixed-length list per row,
+    and ``name.values`` with ``name.row_splits`` a variable-length list per row."""
+
+    def __init__(self, path: str) -> None:
+        self.arrays = dict(np.load(path, allow_pickle=False))
+        ragged = {key[: -len(".row_splits")] for key in self.arrays if key.endswith(".row_splits")}
+        self.columns = {}
+        lengths = set()
+        for key, array in self.arrays.items():
+            if key.endswith(".row_splits"):
+                lengths.add(len(array) - 1)
+            elif key.endswith(".values") and key[: -len(".values")] in ragged:
+                self.columns[key[: -len(".values")]] = _ColumnInfo(self._kind(array), scalar=False, text=array.dtype.kind == "U")
+            else:
+                lengths.add(len(array))
+                self.columns[key] = _ColumnInfo(self._kind(array), scalar=array.ndim == 1, text=array.dtype.kind == "U")
+        if len(lengths) > 1:
+            raise ValueError(f"{path}: the arrays have different numbers of rows ({sorted(lengths)})")
+        self.rows = lengths.pop() if lengths else 0
+        self.ragged = ragged
+
+    @staticmethod
+    def _kind(array: np.ndarray) -> str:
+        if array.dtype.kind in "SU":
+            return "bytes"
+        if array.dtype.kind in "iub":
+            return "int64"
+        if array.dtype.kind == "f":
+            return "float"
+        raise TypeError(f"arrays of dtype {array.dtype} have no tf.train.Feature kind")
+
+    def chunks(self) -> Iterator[Chunk]:
+        for start in range(0, self.rows, _CHUNK_ROWS):
+            stop = min(self.rows, start + _CHUNK_ROWS)
+            table: dict[str, Any] = {}
+            for name in self.columns:
+                if name in self.ragged:
+                    splits = self.arrays[name + ".row_splits"]
+                    values = self.arrays[name + ".values"]
+                    table[name] = [values[splits[i] : splits[i + 1]] for i in range(start, stop)]
+                else:
+                    array = self.arrays[name][start:stop]
+                    table[name] = array.astype(object) if array.dtype.kind == "U" else array
+            yield _normalize(table, "tensorflow")
+
+
+class _ImageFolderSource(_Source):
+    """``root/<class>/<image>``: the tutorial's image features, and the label of each class
+    (classes numbered in sorted order)."""
+
+    def __init__(self, root: str) -> None:
+        self.classes = sorted(e for e in os.listdir(root) if os.path.isdir(os.path.join(root, e)) and not e.startswith("."))
+        if not self.classes:
+            raise ValueError(f"{root}: an image folder holds one subfolder per class, and this one has none")
+        self.images = [
+            (os.path.join(root, name, file), label)
+            for label, name in enumerate(self.classes)
+            for file in sorted(os.listdir(os.path.join(root, name)))
+            if file.lower().endswith(_IMAGE_SUFFIXES)
+        ]
+        self.rows = len(self.images)
+        self.columns = {"height": _ColumnInfo("int64", True), "width": _ColumnInfo("int64", True),
+                        "depth": _ColumnInfo("int64", True), "label": _ColumnInfo("int64", True),
+                        "image_raw": _ColumnInfo("bytes", True)}
+
+    def chunks(self) -> Iterator[Chunk]:
+        for start in range(0, self.rows, 256):
+            table: dict[str, list[Any]] = {name: [] for name in ("height", "width", "depth", "label", "image_raw")}
+            for path, label in self.images[start : start + 256]:
+                with open(path, "rb") as f:
+                    data = f.read()
+                try:
+                    height, width, depth = image_shape(data)
+                except ValueError as error:
+                    raise ValueError(f"{path}: {error}") from None
+                for name, value in (("height", height), ("width", width), ("depth", depth), ("label", label), ("image_raw", data)):
+                    table[name].append(value)
+            yield _normalize({name: values if name == "image_raw" else np.array(values, np.int64)
+                              for name, values in table.items()
+                              if name in self.columns}, "tensorflow")
+
+
+def _open_source(source: Any, fmt: str, compression: str | None) -> _Source:
+    if fmt in ("tfrecord", "ofrecord"):
+        return _RecordSource(source, fmt, compression)
+    [path] = list_files(source) if fmt != "images" else [os.fspath(source)]
+    return {"csv": _CsvSource, "parquet": _ParquetSource, "jsonl": _JsonLinesSource,
+            "npz": _NpzSource, "images": _ImageFolderSource}[fmt](path)
+
+
+# --- sinks ---------------------------------------------------------------------------------
+
+
+class _Sink:
+    def write(self, rows: int, columns: dict[str, Column]) -> None:
+        raise NotImplementedError
+
+    def commit(self) -> list[str]:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+
+class _RecordSink(_Sink):
+    """TFRecord file(s), or a OneFlow ``part-NNNNN`` folder, sharded by count or size.
+
+    Shards are written under hidden staging names and renamed together at the end.
+    """
+
+    def __init__(self, destination: str, fmt: str, rows: int, compression: str | None,
+                 shards: int | None, shard_size: int | None) -> None:
+        self.destination, self.format, self.rows = destination, fmt, rows
+        self.compression = compression
+        self.shards, self.shard_size = shards, shard_size
+        self.schema = "oneflow" if fmt == "ofrecord" else "tensorflow"
+        self.folder = destination if fmt == "ofrecord" else os.path.dirname(os.path.abspath(destination))
+        os.makedirs(self.folder, exist_ok=True)
+        if fmt == "ofrecord" and any(_ONEFLOW_PART.match(e) for e in os.listdir(self.folder)):
+            raise FileExistsError(f"{self.folder} already holds part- files: remove them first, so that old and new parts never mix")
+        self.token = os.urandom(4).hex()
+        self.staged: list[str] = []
+        self.writer: Any = None
+        self.written = 0
+        self.bounds = [rows * i // shards for i in range(1, shards)] if shards else []
+
+    def _staging(self, i: int) -> str:
+        return os.path.join(self.folder, f".recordkit-convert-{self.token}-{i:05d}")
+
+    def _rotate(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        cls = OFRecordWriter if self.format == "ofrecord" else TFRecordWriter
+        path = self._staging(len(self.staged))
+        self.writer = cls(path, compression=self.compression)
+        self.staged.append(path)
+
+    def write_records(self, records: list[bytes]) -> None:
+        for record in records:
+            self._before_row()
+            self.writer.write(record)
+            self.written += 1
+
+    def _before_row(self) -> None:
+        """Opens the next shard when the current one is full."""
+        if self.writer is None:
+            self._rotate()
+        while self.shards and self.bounds and self.written >= self.bounds[0]:
+            self.bounds.pop(0)
+            self._rotate()
+        if not self.shards and self.writer.bytes_written >= (self.shard_size or _SHARD_BYTES) and self.written < self.rows:
+            self._rotate()
+
+    def _rows_that_fit(self) -> int:
+        """About how many more rows the current shard takes before reaching its size (at least 1)."""
+        in_shard = self.writer.records_written
+        if not in_shard:
+            return 1  # one row first, to learn the size of a row
+        room = (self.shard_size or _SHARD_BYTES) - self.writer.bytes_written
+        return max(1, min(4096, -(-room * in_shard // self.writer.bytes_written)))
+
+    def write(self, rows: int, columns: dict[str, Column]) -> None:
+        if self.format == "tfrecord":
+            columns = {name: _as_tensorflow(name, column) for name, column in columns.items()}
+        start = 0
+        while start < rows:
+            self._before_row()
+            if self.shards:
+                limit = self.bounds[0] if self.bounds else self.rows
+                stop = min(rows, start + max(1, limit - self.written))
+            else:
+                stop = min(rows, start + self._rows_that_fit())
+            _write(self.writer, columns, start, stop, self.schema)
+            self.written += stop - start
+            start = stop
+
+    def commit(self) -> list[str]:
+        if self.writer is None:
+            self._rotate()  # no rows: still an (empty) output
+        while self.shards and len(self.staged) < self.shards:
+            self._rotate()  # more shards than rows: empty shards keep the set complete
+        self.writer.close()
+        count = len(self.staged)
+        if self.format == "ofrecord":
+            finals = [os.path.join(self.folder, f"part-{i:05d}") for i in range(count)]
+        elif count == 1 and not self.shards and not self.shard_size:
+            finals = [self.destination]
+        else:
+            finals = shard_names(self.destination, count)
+        for staged, final in zip(self.staged, finals):
+            os.replace(staged, final)
+        return finals
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
+        for path in self.staged:
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def _as_tensorflow(name: str, column: Column) -> Column:
+    """OFRecord's extra kinds in an Example: int32 as int64; float64 as float32, with a warning."""
+    kind, values, splits, present = column
+    if kind == "int32_list":
+        return "int64_list", values.astype(np.int64), splits, present
+    if kind == "double_list":
+        warnings.warn(f"feature {name!r}: float64 values are stored as float32 (tf.train.Example has no float64)",
+                      UserWarning, stacklevel=4)
+        return "float_list", values.astype(np.float32), splits, present
+    return column
+
+
+def _values_for_output(kind: str, values: list[Any], info: _ColumnInfo) -> list[Any]:
+    if kind == "float_list":
+        # The shortest decimal that reads back as the same float32.
+        return [float(str(np.float32(v))) if math.isfinite(v) else v for v in values]
+    if info.kind == "bytes":
+        return [v.decode("utf-8") if isinstance(v, bytes) else v for v in values] if info.text else [_utf8(v) for v in values]
+    return values
+
+
+def _utf8(value: bytes | str) -> bytes:
+    """Byte strings arrive as bytes, or as str (from text columns), which records store as UTF-8."""
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+class _TableSink(_Sink):
+    """CSV, JSON lines or Parquet, written through a temporary file."""
+
+    def __init__(self, destination: str, fmt: str, columns: dict[str, _ColumnInfo]) -> None:
+        self.format, self.columns = fmt, columns
+        self.target = AtomicTarget(destination)
+        self.destination = destination
+        self.file: Any = None
+        if fmt == "parquet":
+            pa = _optional("pyarrow", "arrow", "writing Parquet")
+            pq = _optional("pyarrow.parquet", "arrow", "writing Parquet")
+            self.pa = pa
+            self.arrow_schema = pa.schema([(name, self._arrow_type(info)) for name, info in columns.items()])
+            self.file = pq.ParquetWriter(self.target.handle, self.arrow_schema)
+        else:
+            self.file = open(self.target.handle, "w", newline="", encoding="utf-8")
+            if fmt == "csv":
+                self.csv = csv.writer(self.file)
+                self.csv.writerow(list(columns))
+
+    def _arrow_type(self, info: _ColumnInfo) -> Any:
+        pa = self.pa
+        base = {"int64": pa.int64(), "int32": pa.int32(), "float": pa.float32(), "double": pa.float64(),
+                "bytes": pa.string() if info.text else pa.binary()}[info.kind]
+        return base if info.scalar else pa.list_(base)
+
+    def write(self, rows: int, columns: dict[str, Column]) -> None:
+        if self.format == "parquet":
+            self._write_arrow(rows, columns)
+            return
+        cells = {name: _rows_of(columns[name], rows) for name in self.columns}
+        for row in range(rows):
+            values = {name: cells[name][row] for name in self.columns}
+            if self.format == "csv":
+                self.csv.writerow([self._cell(name, values[name], columns[name][0]) for name in self.columns])
+            else:
+                line = {name: self._json(name, v, columns[name][0]) for name, v in values.items() if v is not None}
+                self.file.write(json.dumps(line) + "\n")
+
+    def _cell(self, name: str, values: list[Any] | None, kind: str) -> str:
+        if values is None:
+            return ""
+        shown = self._json(name, values, kind)
+        return json.dumps(shown) if isinstance(shown, (list, dict)) else str(shown)
+
+    def _json(self, name: str, values: list[Any], kind: str) -> Any:
+        info = self.columns[name]
+        out = _values_for_output(kind, values, info)
+        if info.kind == "bytes" and not info.text:
+            out = [{"base64": base64.b64encode(v).decode("ascii")} for v in out]
+        if info.scalar:
+            return out[0] if len(out) == 1 else None if not out else out
+        return out
+
+    def _write_arrow(self, rows: int, columns: dict[str, Column]) -> None:
+        pa = self.pa
+        arrays = []
+        for name, info in self.columns.items():
+            kind, values, splits, present = columns[name]
+            if kind == "bytes_fixed":
+                values = values.tolist()
+            elif isinstance(values, np.ndarray) and values.dtype == object:
+                values = list(values)
+            value_type = self._arrow_type(_ColumnInfo(info.kind, True, info.text))
+            mask = None if present is None else ~present
+            if info.scalar:
+                lengths = np.diff(splits)
+                if (lengths > 1).any():
+                    raise ValueError(f"column {name!r} holds a list in some row, after rows of one value")
+                full: Any
+                if isinstance(values, np.ndarray):
+                    full = np.zeros(rows, dtype=values.dtype)
+                    full[lengths == 1] = values
+                else:
+                    full = [None] * rows
+                    for row, value in zip(np.flatnonzero(lengths == 1), values):
+                        full[row] = value
+                empty = lengths == 0
+                mask = empty if mask is None else (mask | empty)
+                arrays.append(pa.array(full, value_type, mask=mask if mask.any() else None))
+            else:
+                flat = pa.array(values, value_type)
+                arrays.append(pa.ListArray.from_arrays(pa.array(splits, pa.int64()).cast(pa.int32()), flat,
+                                                       mask=None if mask is None else pa.array(mask)))
+        self.file.write_table(pa.Table.from_arrays(arrays, schema=self.arrow_schema))
+
+    def commit(self) -> list[str]:
+        self.file.close()
+        self.target.commit()
+        return [self.destination]
+
+    def abort(self) -> None:
+        try:
+            self.file.close()
+        finally:
+            self.target.discard()
+
+
+class _NpzSink(_Sink):
+    """``.npz``: columns of one value per row as arrays, others as ``name.values`` + ``name.row_splits``."""
+
+    def __init__(self, destination: str, columns: dict[str, _ColumnInfo]) -> None:
+        self.destination, self.columns = destination, columns
+        self.parts: dict[str, list[Column]] = {name: [] for name in columns}
+
+    def write(self, rows: int, columns: dict[str, Column]) -> None:
+        for name in self.columns:
+            self.parts[name].append(columns[name])
+
+    def commit(self) -> list[str]:
+        arrays: dict[str, np.ndarray] = {}
+        for name, info in self.columns.items():
+            values_parts, splits_parts, offset, whole = [], [np.zeros(1, np.int64)], 0, True
+            for kind, values, splits, present in self.parts[name]:
+                if kind == "bytes_fixed":
+                    values = values.tolist()
+                values_parts.append(np.array([_utf8(v) for v in values], dtype="S") if info.kind == "bytes" else np.asarray(values))
+                splits_parts.append(splits[1:] + offset)
+                offset += int(splits[-1])
+                whole &= bool((np.diff(splits) == 1).all())
+            values = np.concatenate(values_parts) if values_parts else np.zeros(0)
+            if info.kind == "bytes" and any(v.endswith(b"\x00") for part in self.parts[name] for v in _bytes_of(part)):
+                raise ValueError(f"column {name!r}: byte strings ending in NUL cannot be stored in .npz 'S' arrays; convert to Parquet")
+            if whole:
+                arrays[name] = values
+            else:
+                arrays[name + ".values"] = values
+                arrays[name + ".row_splits"] = np.concatenate(splits_parts)
+        target = AtomicTarget(self.destination)
+        try:
+            with open(target.handle, "wb") as f:
+                np.savez(f, **arrays)
+            target.commit()
+        except BaseException:
+            target.discard()
+            raise
+        return [self.destination]
+
+    def abort(self) -> None:
+        self.parts.clear()
+
+
+def _bytes_of(column: Column) -> list[bytes]:
+    kind, values, _, _ = column
+    return values.tolist() if kind == "bytes_fixed" else [_utf8(v) for v in values]
+
+
+# --- the conversion ------------------------------------------------------------------------
+
+
+def _label_map_path(destination: str) -> str:
+    """``out/train.tfrecord`` -> ``out/train.labels.json``."""
+    base = destination.rstrip("/\\")
+    for suffix in (*_COMPRESSION_SUFFIXES, *_SUFFIXES):
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+    return base + ".labels.json"
+
+
+def convert(
+    source: PathLike | Sequence[PathLike],
+    destination: PathLike,
+    *,
+    shards: int | None = None,
+    shard_size: int | str | None = None,
+    compression: str | None = None,
+    features: Sequence[str] | None = None,
+    source_format: str | None = None,
+    destination_format: str | None = None,
+    progress: bool | None = None,
+) -> list[str]:
+    """Converts ``source`` into ``destination`` and returns the paths written.
+
+    Formats come from the suffixes (``.tfrecord[.gz]``, ``.parquet``,
+    ``.csv``, ``.jsonl``, ``.npz``), or for inputs from the layout (a
+    ``part-NNNNN`` folder is OFRecord, a folder of class subfolders is an
+    image folder), or from ``source_format`` / ``destination_format``.
+
+    Args:
+        shards: Write this many TFRecord files, named as :func:`shard_names`
+            names them (``out/train-00000-of-00003.tfrecord`` ...), holding
+            consecutive rows; or this many OFRecord parts.
+        shard_size: Start a new shard after this many bytes (``"100MB"``).
+            Without ``shards`` or ``shard_size``, outputs past ~100 MB are
+            sharded by that rule and smaller ones stay one file.
+        compression: ``"gzip"`` or ``"zlib"`` for TFRecord output.
+        features: Keep only these features (columns), in this order.
+        progress: Report progress on stderr (default: when it is a terminal).
+
+    An image folder (``root/<class>/<image>``) becomes the TensorFlow
+    tutorial's features: ``image_raw`` (the encoded bytes), ``height``,
+    ``width`` and ``depth`` read from the image header, and ``label`` (the
+    class's index in sorted order); the label map is written beside the
+    output as ``<name>.labels.json``. Every output appears only when complete.
+    """
+    if shards is not None and shard_size is not None:
+        raise ValueError("give shards or shard_size, not both")
+    if shards is not None and shards < 1:
+        raise ValueError(f"shards must be at least 1, not {shards}")
+    size = parse_size(shard_size) if isinstance(shard_size, str) else shard_size
+    first = source if isinstance(source, (str, os.PathLike)) else list(source)[0]
+    in_format = source_format or detect_format(os.fspath(first))
+    destination = os.fspath(destination)
+    out_format = destination_format or detect_format(destination, output=True)
+    for fmt in (in_format, out_format):
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+    if out_format == "images":
+        raise ValueError("writing image folders is not supported; images go into records, not out of them")
+    if (shards or size or compression) and out_format not in ("tfrecord", "ofrecord"):
+        raise ValueError(f"--shards, --shard-size and --compression apply to TFRecord and OFRecord output, not {out_format}")
+    reader_compression = "auto" if in_format == "tfrecord" else None
+    src = _open_source(source, in_format, reader_compression)
+    src.select(features)
+    report = _Progress(src.rows, f"{in_format} -> {out_format}", progress)
+    sink: _Sink
+    if out_format in ("tfrecord", "ofrecord"):
+        sink = _RecordSink(destination, out_format, src.rows, compression, shards, size)
+    elif out_format == "npz":
+        sink = _NpzSink(destination, src.columns)
+    else:
+        sink = _TableSink(destination, out_format, src.columns)
+    try:
+        copy_records = (isinstance(src, _RecordSource) and in_format == out_format == "tfrecord" and features is None)
+        if copy_records or (isinstance(src, _RecordSource) and src.container == "sequence_example" and out_format in ("tfrecord", "ofrecord")):
+            assert isinstance(sink, _RecordSink) and isinstance(src, _RecordSource)
+            batch: list[bytes] = []
+            for record in src.records():
+                batch.append(record)
+                if len(batch) == 1024:
+                    sink.write_records(batch)
+                    report.advance(len(batch))
+                    batch = []
+            sink.write_records(batch)
+            report.advance(len(batch))
+        else:
+            for rows, columns in src.chunks():
+                sink.write(rows, columns)
+                report.advance(rows)
+        written = sink.commit()
+    except BaseException:
+        sink.abort()
+        raise
+    finally:
+        report.finish()
+    if isinstance(src, _ImageFolderSource):
+        label_map = _label_map_path(destination)
+        target = AtomicTarget(label_map)
+        with open(target.handle, "w", encoding="utf-8") as f:
+            json.dump({name: label for label, name in enumerate(src.classes)}, f, indent=2)
+        target.commit()
+        written.append(label_map)
+    return written

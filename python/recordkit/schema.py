@@ -1,0 +1,287 @@
+"""What is in a record file: every feature, its kind, how often it is present and
+how many values it holds, inferred from the records themselves.
+
+>>> schema = rk.infer_schema("train.tfrecord")  # doctest: +SKIP
+>>> schema.to_spec()  # doctest: +SKIP
+{'label': FixedLenFeature(shape=[], dtype='int64', ...), 'tokens': VarLenFeature(dtype='int64')}
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Literal, Sequence
+
+import numpy as np
+
+from recordkit import _native, train
+from recordkit._sources import PathLike
+from recordkit.dataset import RecordFormat, list_files, record_format
+from recordkit.features import FeatureSpec, FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
+from recordkit.records import OFRecordReader, TFRecordReader
+
+__all__ = ["FeatureInfo", "Schema", "infer_schema"]
+
+Container = Literal["example", "sequence_example", "ofrecord"]
+
+_KIND_NAMES = {
+    "int64_list": "int64",
+    "float_list": "float",
+    "bytes_list": "bytes",
+    "double_list": "double",
+    "int32_list": "int32",
+}
+_SPEC_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
+_SAMPLE_VALUES = 3
+
+
+@dataclass
+class FeatureInfo:
+    """One feature as seen in the records read.
+
+    ``kind`` is ``"int64"``, ``"float"`` or ``"bytes"`` (OFRecord also
+    ``"double"`` and ``"int32"``), ``"none"`` when no record set a kind, or
+    ``"mixed"`` when records disagree. ``present`` counts the records holding
+    the feature; ``min_values`` / ``max_values`` the values per record among
+    them (per step, for a feature list, whose step counts are ``min_steps`` /
+    ``max_steps``). ``text``: every byte string seen is valid UTF-8.
+    """
+
+    name: str
+    kind: str = "none"
+    present: int = 0
+    min_values: int | None = None
+    max_values: int | None = None
+    sample: list[Any] = field(default_factory=list)
+    min_steps: int | None = None
+    max_steps: int | None = None
+    text: bool = True
+
+    def _see_kind(self, kind: str | None) -> None:
+        if kind is None:
+            return
+        name = _KIND_NAMES[kind]
+        if self.kind == "none":
+            self.kind = name
+        elif self.kind != name:
+            self.kind = "mixed"
+
+    def _see_values(self, values: Any) -> None:
+        n = len(values)
+        if self.text and isinstance(values, list):
+            self.text = all(_is_utf8(v) for v in values)
+        self.min_values = n if self.min_values is None else min(self.min_values, n)
+        self.max_values = n if self.max_values is None else max(self.max_values, n)
+        if len(self.sample) < _SAMPLE_VALUES and n:
+            self.sample.append(_plain(values[: _SAMPLE_VALUES]))
+
+    def _see_steps(self, steps: int) -> None:
+        self.min_steps = steps if self.min_steps is None else min(self.min_steps, steps)
+        self.max_steps = steps if self.max_steps is None else max(self.max_steps, steps)
+
+    def to_json(self) -> dict[str, Any]:
+        """The facts as JSON-ready values (bytes shown as text when UTF-8, else as ``"base64:..."``)."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "present": self.present,
+            "min_values": self.min_values,
+            "max_values": self.max_values,
+            "sample": [[_json_scalar(v) for v in values] for values in self.sample],
+        }
+        if self.kind == "bytes":
+            out["text"] = self.text
+        if self.min_steps is not None:
+            out["min_steps"], out["max_steps"] = self.min_steps, self.max_steps
+        return out
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _plain(values: Any) -> list[Any]:
+    if isinstance(values, np.ndarray) and values.dtype == np.float32:
+        return [float(str(v)) for v in values]  # the shortest decimal of the float32, not of its widening
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
+
+
+def _json_scalar(value: Any) -> Any:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            import base64
+
+            return "base64:" + base64.b64encode(value).decode("ascii")
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    return value
+
+
+@dataclass
+class Schema:
+    """The inferred schema of some record files.
+
+    ``features`` are an Example's (or OFRecord's) features, or a
+    SequenceExample's context; ``sequence_features`` its feature lists.
+    ``complete`` is False when reading stopped at the limit.
+    """
+
+    container: Container
+    records: int
+    complete: bool
+    features: dict[str, FeatureInfo]
+    sequence_features: dict[str, FeatureInfo] = field(default_factory=dict)
+
+    def to_spec(self) -> dict[str, FeatureSpec]:
+        """A parse spec for :func:`parse_example` (the context's, for a SequenceExample).
+
+        A feature present in every record read with the same number of values
+        becomes a :class:`FixedLenFeature`; any other a :class:`VarLenFeature`.
+        Features whose kind is unknown or mixed are left out.
+        """
+        spec: dict[str, FeatureSpec] = {}
+        for name, info in sorted(self.features.items()):
+            dtype = _SPEC_DTYPES.get(info.kind)
+            if dtype is None:
+                continue
+            if info.present == self.records and info.min_values == info.max_values and info.max_values:
+                shape = [] if info.max_values == 1 else [info.max_values]
+                spec[name] = FixedLenFeature(shape, dtype)
+            else:
+                spec[name] = VarLenFeature(dtype)
+        return spec
+
+    def to_sequence_spec(self) -> dict[str, FeatureSpec]:
+        """A ``sequence_features`` spec for :func:`parse_sequence_example`."""
+        spec: dict[str, FeatureSpec] = {}
+        for name, info in sorted(self.sequence_features.items()):
+            dtype = _SPEC_DTYPES.get(info.kind)
+            if dtype is None:
+                continue
+            if info.min_values == info.max_values and info.max_values:
+                shape = [] if info.max_values == 1 else [info.max_values]
+                spec[name] = FixedLenSequenceFeature(shape, dtype, allow_missing=info.present < self.records)
+            else:
+                spec[name] = VarLenFeature(dtype)
+        return spec
+
+    def spec_source(self) -> str:
+        """Python source of the spec, ready to paste (``import recordkit as rk`` assumed)."""
+        if self.container == "ofrecord":
+            return "# OFRecord: decode each record with rk.decode_ofrecord(record)"
+
+        def render(spec: dict[str, FeatureSpec]) -> str:
+            lines = []
+            for name, item in spec.items():
+                if isinstance(item, FixedLenFeature):
+                    text = f"rk.FixedLenFeature({list(item.shape)!r}, {item.dtype!r})"
+                elif isinstance(item, FixedLenSequenceFeature):
+                    missing = ", allow_missing=True" if item.allow_missing else ""
+                    text = f"rk.FixedLenSequenceFeature({list(item.shape)!r}, {item.dtype!r}{missing})"
+                else:
+                    text = f"rk.VarLenFeature({item.dtype!r})"
+                lines.append(f"    {name!r}: {text},")
+            return "{\n" + "\n".join(lines) + "\n}" if lines else "{}"
+
+        if self.container == "sequence_example":
+            return (f"context_features = {render(self.to_spec())}\n"
+                    f"sequence_features = {render(self.to_sequence_spec())}")
+        return f"features = {render(self.to_spec())}"
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"container", "records", "complete", "features": {name: {...}}, "sequence_features": ...}``."""
+        out: dict[str, Any] = {
+            "container": self.container,
+            "records": self.records,
+            "complete": self.complete,
+            "features": {name: info.to_json() for name, info in sorted(self.features.items())},
+        }
+        if self.container == "sequence_example":
+            out["sequence_features"] = {name: info.to_json() for name, info in sorted(self.sequence_features.items())}
+        return out
+
+
+def _records(path: str, fmt: RecordFormat, compression: str | None) -> Iterator[bytes]:
+    reader = OFRecordReader(path, compression) if fmt == "ofrecord" else TFRecordReader(path, compression)
+    with reader:
+        yield from reader
+
+
+def sample_records(
+    source: PathLike | Sequence[PathLike],
+    limit: int | None,
+    *,
+    format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
+    compression: str | None = "auto",
+) -> Iterator[tuple[str, RecordFormat, bytes]]:
+    """``(path, format, record)`` for up to ``limit`` records (all with None), taken
+    from every file in turn so that a sample sees each file's start."""
+    files = list_files(source)
+    formats = [record_format(p) if format == "auto" else format for p in files]
+    if limit is None:
+        for path, fmt in zip(files, formats):
+            for record in _records(path, fmt, compression):
+                yield path, fmt, record
+        return
+    per_file = max(1, -(-limit // len(files)))
+    taken = 0
+    for path, fmt in zip(files, formats):
+        for record in itertools.islice(_records(path, fmt, compression), min(per_file, limit - taken)):
+            yield path, fmt, record
+            taken += 1
+        if taken >= limit:
+            return
+
+
+def infer_schema(
+    source: PathLike | Sequence[PathLike],
+    *,
+    limit: int | None = 1000,
+    format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
+    compression: str | None = "auto",
+) -> Schema:
+    """Infers the schema of record files from up to ``limit`` records (every record with None).
+
+    Examples, SequenceExamples (recognized by their feature lists) and
+    OFRecords (``format``, or ``part-N`` names) are told apart.
+    """
+    files = list_files(source)
+    first = record_format(files[0]) if format == "auto" else format
+    records = (record for _, _, record in sample_records(files, limit, format=format, compression=compression))
+    return _infer(records, limit, "ofrecord" if first == "ofrecord" else None)
+
+
+def _infer(records: Iterable[bytes], limit: int | None, container: Container | None) -> Schema:
+    features: dict[str, FeatureInfo] = {}
+    sequences: dict[str, FeatureInfo] = {}
+    count = 0
+    is_sequence = False
+    for record in records:
+        count += 1
+        if container == "ofrecord":
+            context, lists = _native.decode_features(record, "oneflow", "map"), {}
+        elif train._has_top_field(record, 2):
+            is_sequence = True
+            context, lists = _native.decode_sequence(record)
+        else:
+            context, lists = _native.decode_features(record, "tensorflow", "example"), {}
+        for name, (kind, values) in context.items():
+            info = features.get(name) or features.setdefault(name, FeatureInfo(name))
+            info.present += 1
+            info._see_kind(kind)
+            info._see_values(values)
+        for name, steps in lists.items():
+            info = sequences.get(name) or sequences.setdefault(name, FeatureInfo(name))
+            info.present += 1
+            info._see_steps(len(steps))
+            for kind, values in steps:
+                info._see_kind(kind)
+                info._see_values(values)
+    complete = limit is None or count < limit
+    kind: Container = container or ("sequence_example" if is_sequence else "example")
+    return Schema(kind, count, complete, features, sequences)

@@ -1,0 +1,280 @@
+"""Per-feature statistics of record files, and histograms a person can look at.
+
+Counts, minimum, maximum and mean are exact over every record read;
+quantiles and histograms come from a uniform sample of up to 100 000 values
+per feature (exact when there are fewer).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from recordkit import _native, train
+from recordkit._sources import PathLike
+from recordkit.dataset import list_files, record_format
+from recordkit.schema import sample_records
+
+__all__ = ["FeatureStats", "feature_stats", "plot_stats"]
+
+_RESERVOIR = 100_000
+_TOP = 5
+_SHORT = 64  # byte strings up to this long are counted for the top values
+_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+class _Reservoir:
+    """A uniform sample of a stream of numbers (Algorithm R, a chunk at a time)."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.values = np.empty(0)
+        self.seen = 0
+        self.rng = rng
+
+    def add(self, values: np.ndarray) -> None:
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        room = _RESERVOIR - len(self.values)
+        if room > 0:
+            self.values = np.concatenate([self.values, values[:room]])
+            self.seen += min(room, len(values))
+            values = values[room:]
+        if len(values):
+            positions = np.arange(self.seen, self.seen + len(values)) + 1
+            accepted = self.rng.random(len(values)) < _RESERVOIR / positions
+            self.values[self.rng.integers(0, _RESERVOIR, int(accepted.sum()))] = values[accepted]
+            self.seen += len(values)
+
+
+@dataclass
+class FeatureStats:
+    """Statistics of one feature (of a SequenceExample's feature list: over all its steps).
+
+    ``count``: records holding the feature; ``missing``: records without it.
+    ``values_per_record``: min/mean/max of the number of values. Numbers:
+    ``min``, ``max``, ``mean``, ``quantiles`` ({0.05: ..., 0.5: ...}). Bytes:
+    ``lengths`` (min/mean/max byte length) and ``top`` (the most frequent
+    short values with their counts).
+    """
+
+    name: str
+    kind: str
+    count: int = 0
+    missing: int = 0
+    values: int = 0
+    values_per_record: dict[str, float] = field(default_factory=dict)
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    quantiles: dict[float, float] = field(default_factory=dict)
+    lengths: dict[str, float] = field(default_factory=dict)
+    top: list[tuple[bytes, int]] = field(default_factory=list)
+    non_finite: int = 0
+    sample: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The statistics as JSON-ready values."""
+        out: dict[str, Any] = {"kind": self.kind, "count": self.count, "missing": self.missing,
+                               "values": self.values, "values_per_record": self.values_per_record}
+        if self.kind == "bytes":
+            out["lengths"] = self.lengths
+            out["top"] = [[_text(v), n] for v, n in self.top]
+        elif self.min is not None:
+            out.update(min=self.min, max=self.max, mean=self.mean,
+                       quantiles={str(q): v for q, v in self.quantiles.items()}, non_finite=self.non_finite)
+        return out
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.hex()
+
+
+class _Accumulator:
+    def __init__(self, name: str, rng: np.random.Generator) -> None:
+        self.name = name
+        self.kinds: set[str] = set()
+        self.count = 0
+        self.counts: list[int] = []
+        self.total = 0.0
+        self.numbers = 0
+        self.non_finite = 0
+        self.low = np.inf
+        self.high = -np.inf
+        self.reservoir = _Reservoir(rng)
+        self.lengths = _Reservoir(rng)
+        self.top: collections.Counter[bytes] = collections.Counter()
+
+    def add(self, kind: str | None, values: Any) -> None:
+        self.counts.append(len(values))
+        if kind is None or not len(values):
+            return
+        self.kinds.add(kind)
+        if kind == "bytes_list":
+            self.lengths.add(np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
+            self.top.update(v for v in values if len(v) <= _SHORT)
+            return
+        numbers = np.asarray(values, dtype=np.float64)
+        finite = numbers[np.isfinite(numbers)]
+        self.non_finite += len(numbers) - len(finite)
+        if len(finite):
+            self.low = min(self.low, float(finite.min()))
+            self.high = max(self.high, float(finite.max()))
+            self.total += float(finite.sum())
+            self.numbers += len(finite)
+            self.reservoir.add(finite)
+
+    def finish(self, records: int) -> FeatureStats:
+        kinds = {"int64_list": "int64", "float_list": "float", "bytes_list": "bytes",
+                 "double_list": "double", "int32_list": "int32"}
+        names = {kinds[k] for k in self.kinds}
+        kind = names.pop() if len(names) == 1 else ("none" if not names else "mixed")
+        counts = np.array(self.counts)
+        out = FeatureStats(self.name, kind, count=self.count, missing=records - self.count, values=int(counts.sum()))
+        if len(counts):
+            out.values_per_record = {"min": int(counts.min()), "mean": round(float(counts.mean()), 3), "max": int(counts.max())}
+        if kind == "bytes":
+            lengths = self.lengths.values
+            if len(lengths):
+                out.lengths = {"min": int(lengths.min()), "mean": round(float(lengths.mean()), 1), "max": int(lengths.max())}
+            out.top = self.top.most_common(_TOP)
+            out.sample = lengths
+        elif self.numbers:
+            out.min, out.max, out.mean = self.low, self.high, self.total / self.numbers
+            out.quantiles = {q: float(np.quantile(self.reservoir.values, q)) for q in _QUANTILES}
+            out.non_finite = self.non_finite
+            out.sample = self.reservoir.values
+        return out
+
+
+def feature_stats(
+    source: PathLike | Sequence[PathLike],
+    *,
+    limit: int | None = None,
+    format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
+    compression: str | None = "auto",
+    seed: int = 0,
+) -> tuple[int, dict[str, FeatureStats]]:
+    """``(records read, {feature: FeatureStats})`` over every record (or ``limit`` of them).
+
+    A SequenceExample's context features keep their names; its feature lists
+    are reported as ``name[]``, over all their steps.
+    """
+    files = list_files(source)
+    ofrecord = (record_format(files[0]) if format == "auto" else format) == "ofrecord"
+    rng = np.random.default_rng(seed)
+    features: dict[str, _Accumulator] = {}
+    records = 0
+    for _, _, record in sample_records(files, limit, format=format, compression=compression):
+        records += 1
+        if ofrecord:
+            context, lists = _native.decode_features(record, "oneflow", "map"), {}
+        elif train._has_top_field(record, 2):
+            context, lists = _native.decode_sequence(record)
+        else:
+            context, lists = _native.decode_features(record, "tensorflow", "example"), {}
+        for name, (kind, values) in context.items():
+            acc = features.get(name) or features.setdefault(name, _Accumulator(name, rng))
+            acc.count += 1
+            acc.add(kind, values)
+        for name, steps in lists.items():
+            acc = features.get(name + "[]") or features.setdefault(name + "[]", _Accumulator(name + "[]", rng))
+            acc.count += 1
+            for kind, values in steps:
+                acc.add(kind, values)
+    return records, {name: acc.finish(records) for name, acc in sorted(features.items())}
+
+
+# --- pictures ------------------------------------------------------------------------------
+
+
+def _histogram(stats: FeatureStats) -> tuple[str, list[str], list[int]] | None:
+    """``(title, bar labels, bar heights)`` for one feature, or None when there is nothing to draw."""
+    if stats.kind == "bytes":
+        if stats.top and stats.top[0][1] > 1:
+            return (f"{stats.name}: most frequent values", [_text(v)[:16] for v, _ in stats.top], [n for _, n in stats.top])
+        sample = stats.sample
+        title = f"{stats.name}: byte length"
+    else:
+        sample = stats.sample
+        title = f"{stats.name}: values"
+    if not len(sample):
+        return None
+    low, high = float(sample.min()), float(sample.max())
+    if stats.kind in ("int64", "int32", "bytes") and high - low < 30:
+        edges = np.arange(low - 0.5, high + 1.5)
+        labels = [f"{int(e + 0.5)}" for e in edges[:-1]]
+    else:
+        edges = np.histogram_bin_edges(sample, bins=20)
+        labels = [f"{e:.3g}" for e in edges[:-1]]
+    heights, _ = np.histogram(sample, bins=edges)
+    return title, labels, heights.tolist()
+
+
+def plot_stats(stats: dict[str, FeatureStats], path: str | os.PathLike[str], *, title: str = "") -> str:
+    """Draws a histogram per feature into ``path``: ``.png`` (needs matplotlib) or
+    ``.html`` (self-contained SVG, no dependency). Returns the path."""
+    path = os.fspath(path)
+    charts = [chart for chart in map(_histogram, stats.values()) if chart is not None]
+    if path.lower().endswith((".html", ".htm")):
+        _write_html(charts, path, title)
+    elif path.lower().endswith(".png"):
+        _write_png(charts, path, title)
+    else:
+        raise ValueError(f"{path}: plots are written as .png or .html")
+    return path
+
+
+def _write_png(charts: list[tuple[str, list[str], list[int]]], path: str, title: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError("PNG plots need matplotlib: pip install 'recordkit[plot]' (or write .html, which needs nothing)") from None
+    columns = 2 if len(charts) > 1 else 1
+    rows = max(1, -(-len(charts) // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(6 * columns, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[len(charts):]:
+        ax.axis("off")
+    for ax, (name, labels, heights) in zip(axes.flat, charts):
+        ax.bar(range(len(heights)), heights, color="#4878a8")
+        step = max(1, len(labels) // 10)
+        ax.set_xticks(range(0, len(labels), step), labels[::step], rotation=30, fontsize=8)
+        ax.set_title(name, fontsize=10)
+        ax.set_ylabel("count", fontsize=8)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _write_html(charts: list[tuple[str, list[str], list[int]]], path: str, title: str) -> None:
+    import html
+
+    width, height, pad = 480, 200, 30
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title or 'recordkit stats')}</title>",
+             "<style>body{font-family:sans-serif} figure{display:inline-block;margin:10px}</style>",
+             f"<h1>{html.escape(title)}</h1>" if title else ""]
+    for name, labels, heights in charts:
+        top = max(heights) or 1
+        bar = (width - 2 * pad) / len(heights)
+        svg = [f"<svg width='{width}' height='{height + 40}' xmlns='http://www.w3.org/2000/svg'>"]
+        for i, (label, h) in enumerate(zip(labels, heights)):
+            x = pad + i * bar
+            y = height * (1 - h / top)
+            svg.append(f"<rect x='{x:.1f}' y='{y:.1f}' width='{max(bar - 1, 1):.1f}' height='{height - y:.1f}' "
+                       f"fill='#4878a8'><title>{html.escape(label)}: {h}</title></rect>")
+            if i % max(1, len(labels) // 8) == 0:
+                svg.append(f"<text x='{x:.1f}' y='{height + 15}' font-size='10'>{html.escape(label)}</text>")
+        svg.append(f"<text x='{pad}' y='{height + 32}' font-size='10'>max bar: {top}</text></svg>")
+        parts.append(f"<figure>{''.join(svg)}<figcaption>{html.escape(name)}</figcaption></figure>")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(parts))

@@ -1,0 +1,90 @@
+"""rk.convert, rk.infer_schema and rk.feature_stats as library calls (the CLI tests run the command)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+from recordkit.convert import detect_format, parse_size
+
+
+def jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_sizes_and_formats() -> None:
+    assert parse_size("100MB") == 100_000_000 and parse_size("1.5 GiB") == 3 * 2**29 and parse_size("512") == 512
+    with pytest.raises(ValueError):
+        parse_size("lots")
+    assert detect_format("a/train.tfrecord.gz") == "tfrecord" and detect_format("x.PARQUET") == "parquet"
+    assert detect_format("data/part-00003") == "ofrecord"
+    with pytest.raises(ValueError, match="--to ofrecord"):
+        detect_format("out/somewhere", output=True)
+
+
+def test_shard_size_rotates_and_small_outputs_stay_one_file(tmp_path: Path) -> None:
+    source = jsonl(tmp_path / "t.jsonl", [{"id": i, "pad": "x" * 100} for i in range(50)])
+    assert rk.convert(source, tmp_path / "one.tfrecord") == [str(tmp_path / "one.tfrecord")]
+    shards = rk.convert(source, tmp_path / "s.tfrecord", shard_size="1kB")
+    assert len(shards) > 3 and shards[0].endswith(f"s-00000-of-{len(shards):05d}.tfrecord")
+    sizes = [Path(s).stat().st_size for s in shards]
+    assert all(1000 <= size < 1200 for size in sizes[:-1]), sizes
+    assert sum(rk.count_records(s) for s in shards) == 50
+
+
+def test_more_shards_than_rows_and_no_rows(tmp_path: Path) -> None:
+    source = jsonl(tmp_path / "t.jsonl", [{"id": i} for i in range(2)])
+    shards = rk.convert(source, tmp_path / "s.tfrecord", shards=5)
+    assert [rk.count_records(s) for s in shards] == [0, 0, 1, 0, 1]
+    assert [int(rk.decode_example(r)["id"][0]) for s in shards for r in rk.TFRecordReader(s)] == [0, 1]
+    (tmp_path / "empty.csv").write_text("a,b\n")
+    [out] = rk.convert(tmp_path / "empty.csv", tmp_path / "empty.tfrecord")
+    assert rk.count_records(out) == 0
+
+
+def test_feature_selection_keeps_order(tmp_path: Path) -> None:
+    source = jsonl(tmp_path / "t.jsonl", [{"a": 1, "b": 2.5, "c": "x"}])
+    rk.convert(source, tmp_path / "t.csv", features=["c", "a"])
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["c,a", "x,1"]
+    with pytest.raises(ValueError, match="no feature named 'z'"):
+        rk.convert(source, tmp_path / "u.csv", features=["z"])
+    assert not (tmp_path / "u.csv").exists()
+
+
+def test_float64_narrowing_is_announced(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"x": [0.1, 0.2]}), tmp_path / "t.parquet")
+    with pytest.warns(UserWarning, match="float64 .* stored as float32"):
+        rk.convert(tmp_path / "t.parquet", tmp_path / "t.tfrecord")
+
+
+def test_sequence_examples_copy_between_record_formats_but_have_no_table(tmp_path: Path) -> None:
+    records = [rk.encode_sequence_example({"id": i}, {"tokens": [[1, 2], [3]]}) for i in range(3)]
+    with rk.TFRecordWriter(tmp_path / "s.tfrecord") as writer:
+        writer.write_many(records)
+    [out] = rk.convert(tmp_path / "s.tfrecord", tmp_path / "copy.tfrecord.gz", compression="gzip")
+    assert list(rk.TFRecordReader(out)) == records
+    with pytest.raises(ValueError, match="SequenceExamples have no table form"):
+        rk.convert(tmp_path / "s.tfrecord", tmp_path / "s.parquet")
+    assert not (tmp_path / "s.parquet").exists()
+
+
+def test_schema_spec_and_stats(tmp_path: Path) -> None:
+    rk.write_examples(tmp_path / "t.tfrecord", {
+        "label": np.arange(10), "tokens": [[1] * (i % 3) for i in range(10)], "maybe": [None if i % 2 else 1.5 for i in range(10)]})
+    schema = rk.infer_schema(tmp_path / "t.tfrecord")
+    spec = schema.to_spec()
+    assert isinstance(spec["label"], rk.FixedLenFeature) and spec["label"].shape == ()
+    assert isinstance(spec["tokens"], rk.VarLenFeature) and isinstance(spec["maybe"], rk.VarLenFeature)
+    assert schema.features["maybe"].present == 5 and schema.features["tokens"].max_values == 2
+    assert rk.parse_example(list(rk.TFRecordReader(tmp_path / "t.tfrecord")), spec)["label"].tolist() == list(range(10))
+    assert not rk.infer_schema(tmp_path / "t.tfrecord", limit=4).complete
+    records, stats = rk.feature_stats(tmp_path / "t.tfrecord")
+    assert records == 10 and stats["label"].mean == 4.5 and stats["label"].quantiles[0.5] == 4.5
+    assert stats["maybe"].missing == 5 and stats["tokens"].values_per_record == {"min": 0, "mean": 0.9, "max": 2}
