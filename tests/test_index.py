@@ -98,3 +98,14 @@ def test_damage_and_wrong_indexes_are_data_loss(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="index"):
         rk.read_index(tmp_path / "bad.idx")
     assert rk.read_index(tmp_path / "wrong.idx")[0].tolist() == [1]
+
+
+def test_many_files_are_indexed_together(tmp_path: Path) -> None:
+    paths = [tmp_path / f"f{i}.tfrecord" for i in range(5)]
+    for i, path in enumerate(paths):
+        make(path, 10 * i, seed=i)
+    written = rk.build_index(paths)
+    assert written == [str(p) + ".idx" for p in paths]
+    assert [len(rk.read_index(w)[0]) for w in written] == [0, 10, 20, 30, 40]
+    with pytest.raises(ValueError, match="one index"):
+        rk.build_index(paths, tmp_path / "x.idx")

@@ -170,8 +170,8 @@ def _salvage(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    for path in _expand(args.paths):
-        print(build_index(path))
+    for index_path in build_index(_expand(args.paths)):
+        print(index_path)
     return 0
 
 

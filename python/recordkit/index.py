@@ -33,16 +33,24 @@ def _refuse_compressed(path: str) -> None:
         )
 
 
-def build_index(path: str | os.PathLike[str], index_path: str | os.PathLike[str] | None = None) -> str:
+def build_index(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    index_path: str | os.PathLike[str] | None = None,
+) -> Any:
     """Writes the index of a TFRecord file and returns its path (default: ``<path>.idx``).
 
     Only record headers are read (and their length CRCs checked); payloads are
-    skipped. The index appears only when complete.
+    skipped. The index appears only when complete. Given a list of files,
+    indexes them all, in parallel, and returns the list of index paths.
 
     Raises:
         ValueError: For a compressed file, which cannot be indexed by offset.
         DataLossError: If the framing is damaged.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        if index_path is not None:
+            raise ValueError("index_path names one index: give it with one file, not a list")
+        return _in_parallel(build_index, [os.fspath(p) for p in path])
     path = os.fspath(path)
     _refuse_compressed(path)
     index_path = os.fspath(index_path) if index_path is not None else path + ".idx"
@@ -56,6 +64,16 @@ def build_index(path: str | os.PathLike[str], index_path: str | os.PathLike[str]
         target.discard()
         raise
     return index_path
+
+
+def _in_parallel(fn: Any, paths: list[str]) -> list[Any]:
+    """``[fn(p) for p in paths]`` on a thread pool: the Rust framing releases the GIL."""
+    if len(paths) < 2:
+        return [fn(p) for p in paths]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(paths), os.cpu_count() or 1, 8)) as pool:
+        return list(pool.map(fn, paths))
 
 
 def _frames(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -137,10 +155,14 @@ class IndexedDataset:
         self.features = features
         self.verify = verify
         self._offsets, self._sizes, self._starts = [], [], [0]
-        for path, idx in zip(paths, indexes):
+
+        def load(item: tuple[str, str | None]) -> tuple[np.ndarray, np.ndarray]:
+            path, idx = item
             if idx is None:
                 _refuse_compressed(path)
-            offsets, sizes = _index_for(path, idx)
+            return _index_for(path, idx)
+
+        for offsets, sizes in _in_parallel(load, list(zip(paths, indexes))):
             self._offsets.append(offsets)
             self._sizes.append(sizes)
             self._starts.append(self._starts[-1] + len(offsets))
