@@ -115,7 +115,7 @@ __all__ = [
 
 # Tools for the command line and data engineering load on first use, keeping `import recordkit` light.
 _LAZY = {
-    "convert": "recordkit.convert",
+    "convert": "recordkit.conversion",
     "infer_schema": "recordkit.schema",
     "Schema": "recordkit.schema",
     "feature_stats": "recordkit.stats",

@@ -20,7 +20,7 @@ import numpy as np
 
 from recordkit import __version__, ofrecord, train
 from recordkit.codec import decode_example, decode_ofrecord, decode_sequence_example
-from recordkit.convert import FORMATS, convert, parse_size
+from recordkit.conversion import FORMATS, convert, parse_size
 from recordkit.dataset import list_files, record_format
 from recordkit.errors import DataLossError, DataLossWarning, ParseError
 from recordkit.index import build_index

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import itertools
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -112,6 +113,13 @@ class _ColumnInfo:
 
 
 Chunk = tuple[int, dict[str, Column]]  # rows, {name: (native kind, values, row splits, present)}
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Lists of ``size`` items (the last may be shorter)."""
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
 
 
 def _column(kind: str, per_row: Sequence[Any]) -> Column:
@@ -216,14 +224,8 @@ class _RecordSource(_Source):
         if self.container == "sequence_example":
             raise ValueError("SequenceExamples have no table form: convert them to TFRecord or OFRecord files only")
         schema, container = ("oneflow", "map") if self.format == "ofrecord" else ("tensorflow", "example")
-        batch: list[dict[str, Any]] = []
-        for record in self.records():
-            batch.append(_native.decode_features(record, schema, container))
-            if len(batch) == _CHUNK_ROWS:
-                yield self._chunk(batch)
-                batch = []
-        if batch:
-            yield self._chunk(batch)
+        for records in _batches(self.records(), _CHUNK_ROWS):
+            yield self._chunk([_native.decode_features(record, schema, container) for record in records])
 
     def _chunk(self, batch: list[dict[str, Any]]) -> Chunk:
         columns = {}
@@ -314,10 +316,7 @@ class _CsvSource(_Source):
             reader = csv.reader(f)
             next(reader)
             positions = {name: i for i, name in enumerate(self.header)}
-            while True:
-                rows = [row for _, row in zip(range(_CHUNK_ROWS), reader)]
-                if not rows:
-                    return
+            for rows in _batches(reader, _CHUNK_ROWS):
                 columns = {}
                 for name, info in self.columns.items():
                     i = positions[name]
@@ -385,11 +384,7 @@ class _JsonLinesSource(_Source):
                     yield row
 
     def chunks(self) -> Iterator[Chunk]:
-        rows = self._rows()
-        while True:
-            batch = [row for _, row in zip(range(_CHUNK_ROWS), rows)]
-            if not batch:
-                return
+        for batch in _batches(self._rows(), _CHUNK_ROWS):
             columns = {}
             for name, info in self.columns.items():
                 per_row = []

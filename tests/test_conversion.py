@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
-from recordkit.convert import detect_format, parse_size
+from recordkit.conversion import detect_format, parse_size
 
 
 def jsonl(path: Path, rows: list[dict]) -> Path:
