@@ -187,6 +187,8 @@ def _inspect(args: argparse.Namespace) -> int:
         return 0
     scope = "all records" if schema.complete else f"the first {schema.records} records (--all reads every one)"
     print(f"{schema.container}: {len(schema.features)} features in {scope}")
+    if schema.undecodable:
+        print(f"{schema.undecodable_note()}; they are left out below")
     groups = [("", schema.features)]
     if schema.container == "sequence_example":
         groups = [("context ", schema.features), ("feature list ", schema.sequence_features)]
@@ -339,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    # Warnings (a float64 column stored as float32 ...) as one line each, like errors.
+    warnings.formatwarning = lambda message, *_, **__: f"recordkit {args.command}: warning: {message}\n"
     try:
         return args.run(args)
     except KeyboardInterrupt:

@@ -31,7 +31,7 @@ from recordkit._sources import AtomicTarget, PathLike
 from recordkit.columnar import Column, _normalize, _write, shard_names
 from recordkit.dataset import _ONEFLOW_PART, list_files, record_format
 from recordkit.images import image_shape
-from recordkit.records import OFRecordReader, OFRecordWriter, TFRecordReader, TFRecordWriter
+from recordkit.records import OFRecordReader, OFRecordWriter, TFRecordReader, TFRecordWriter, count_records
 from recordkit.schema import infer_schema
 
 __all__ = ["convert", "detect_format", "parse_size", "FORMATS"]
@@ -195,23 +195,30 @@ class _Source:
 
 
 class _RecordSource(_Source):
-    def __init__(self, source: PathLike | Sequence[PathLike], fmt: str, compression: str | None) -> None:
+    """Records of TFRecord or OFRecord files. With ``columns``, their features are surveyed
+    first (a pass over every record); without, the records are only counted, for copying."""
+
+    def __init__(self, source: PathLike | Sequence[PathLike], fmt: str, compression: str | None, columns: bool) -> None:
         self.files = list_files(source)
         self.format = fmt
         self.compression = compression
+        self.columns = {}
+        if not columns:
+            self.rows = sum(count_records(path, compression, format=fmt) for path in self.files)  # type: ignore[arg-type]
+            return
         schema = infer_schema(self.files, limit=None, format=fmt, compression=compression)  # type: ignore[arg-type]
+        if schema.undecodable:
+            raise ValueError(f"{schema.undecodable_note()}: converting to a table needs every record's features")
         if schema.container == "sequence_example":
-            self.columns = {}
-        else:
-            mixed = [name for name, info in schema.features.items() if info.kind == "mixed"]
-            if mixed:
-                raise ValueError(f"feature {mixed[0]!r} holds different kinds in different records: it has no column type")
-            self.columns = {
-                name: _ColumnInfo("bytes" if info.kind == "none" else info.kind,
-                                  scalar=info.min_values == info.max_values == 1, text=info.text)
-                for name, info in schema.features.items()
-            }
-        self.container = schema.container
+            raise ValueError("SequenceExamples have no table form: they convert only to TFRecord files (copied as they are)")
+        mixed = [name for name, info in schema.features.items() if info.kind == "mixed"]
+        if mixed:
+            raise ValueError(f"feature {mixed[0]!r} holds different kinds in different records: it has no column type")
+        self.columns = {
+            name: _ColumnInfo("bytes" if info.kind == "none" else info.kind,
+                              scalar=info.min_values == info.max_values == 1, text=info.text)
+            for name, info in schema.features.items()
+        }
         self.rows = schema.records
 
     def records(self) -> Iterator[bytes]:
@@ -221,8 +228,6 @@ class _RecordSource(_Source):
                 yield from reader
 
     def chunks(self) -> Iterator[Chunk]:
-        if self.container == "sequence_example":
-            raise ValueError("SequenceExamples have no table form: convert them to TFRecord or OFRecord files only")
         schema, container = ("oneflow", "map") if self.format == "ofrecord" else ("tensorflow", "example")
         for records in _batches(self.records(), _CHUNK_ROWS):
             yield self._chunk([_native.decode_features(record, schema, container) for record in records])
@@ -457,8 +462,12 @@ class _ImageFolderSource(_Source):
             (os.path.join(root, name, file), label)
             for label, name in enumerate(self.classes)
             for file in sorted(os.listdir(os.path.join(root, name)))
-            if file.lower().endswith(_IMAGE_SUFFIXES)
+            if not file.startswith(".")
         ]
+        others = [path for path, _ in self.images if not path.lower().endswith(_IMAGE_SUFFIXES)]
+        if others:  # refused rather than skipped: nothing is left behind without a word
+            raise ValueError(f"{others[0]}: only JPEG and PNG images are read (their sizes come from the header); "
+                             f"{len(others)} other file(s) in the class folders")
         self.rows = len(self.images)
         self.columns = {"height": _ColumnInfo("int64", True), "width": _ColumnInfo("int64", True),
                         "depth": _ColumnInfo("int64", True), "label": _ColumnInfo("int64", True),
@@ -481,9 +490,9 @@ class _ImageFolderSource(_Source):
                               if name in self.columns}, "tensorflow")
 
 
-def _open_source(source: Any, fmt: str, compression: str | None) -> _Source:
+def _open_source(source: Any, fmt: str, compression: str | None, copy: bool) -> _Source:
     if fmt in ("tfrecord", "ofrecord"):
-        return _RecordSource(source, fmt, compression)
+        return _RecordSource(source, fmt, compression, columns=not copy)
     [path] = list_files(source) if fmt != "images" else [os.fspath(source)]
     return {"csv": _CsvSource, "parquet": _ParquetSource, "jsonl": _JsonLinesSource,
             "npz": _NpzSource, "images": _ImageFolderSource}[fmt](path)
@@ -838,7 +847,8 @@ def convert(
     if (shards or size or compression) and out_format not in ("tfrecord", "ofrecord"):
         raise ValueError(f"--shards, --shard-size and --compression apply to TFRecord and OFRecord output, not {out_format}")
     reader_compression = "auto" if in_format == "tfrecord" else None
-    src = _open_source(source, in_format, reader_compression)
+    copy_records = in_format == out_format and in_format in ("tfrecord", "ofrecord") and features is None
+    src = _open_source(source, in_format, reader_compression, copy_records)
     src.select(features)
     report = _Progress(src.rows, f"{in_format} -> {out_format}", progress)
     sink: _Sink
@@ -849,8 +859,7 @@ def convert(
     else:
         sink = _TableSink(destination, out_format, src.columns)
     try:
-        copy_records = (isinstance(src, _RecordSource) and in_format == out_format == "tfrecord" and features is None)
-        if copy_records or (isinstance(src, _RecordSource) and src.container == "sequence_example" and out_format in ("tfrecord", "ofrecord")):
+        if copy_records:  # the same record format: records are copied as they are (resharded, recompressed)
             assert isinstance(sink, _RecordSink) and isinstance(src, _RecordSource)
             batch: list[bytes] = []
             for record in src.records():

@@ -20,7 +20,7 @@ from recordkit.dataset import RecordFormat, list_files, record_format
 from recordkit.features import FeatureSpec, FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
 from recordkit.records import OFRecordReader, TFRecordReader
 
-__all__ = ["FeatureInfo", "Schema", "infer_schema"]
+__all__ = ["FeatureInfo", "Schema", "infer_schema", "sample_records", "decode_any", "MESSAGE_NAMES"]
 
 Container = Literal["example", "sequence_example", "ofrecord"]
 
@@ -31,6 +31,7 @@ _KIND_NAMES = {
     "double_list": "double",
     "int32_list": "int32",
 }
+MESSAGE_NAMES = {"example": "tf.train.Example", "sequence_example": "tf.train.SequenceExample", "ofrecord": "OFRecord"}
 _SPEC_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
 _SAMPLE_VALUES = 3
 
@@ -128,7 +129,9 @@ class Schema:
 
     ``features`` are an Example's (or OFRecord's) features, or a
     SequenceExample's context; ``sequence_features`` its feature lists.
-    ``complete`` is False when reading stopped at the limit.
+    ``complete`` is False when reading stopped at the limit. ``undecodable``
+    counts records that are not messages of the container's type (the first
+    at index ``first_undecodable`` among those read); they add no features.
     """
 
     container: Container
@@ -136,6 +139,16 @@ class Schema:
     complete: bool
     features: dict[str, FeatureInfo]
     sequence_features: dict[str, FeatureInfo] = field(default_factory=dict)
+    undecodable: int = 0
+    first_undecodable: int | None = None
+
+    def undecodable_note(self) -> str:
+        """A sentence about the records that are not messages of the container's type ("" when none)."""
+        if not self.undecodable:
+            return ""
+        were = "record is not a" if self.undecodable == 1 else "records are not"
+        return (f"{self.undecodable} {were} {MESSAGE_NAMES[self.container]}"
+                f"{'' if self.undecodable == 1 else ' messages'} (the first is record {self.first_undecodable})")
 
     def to_spec(self) -> dict[str, FeatureSpec]:
         """A parse spec for :func:`parse_example` (the context's, for a SequenceExample).
@@ -199,6 +212,7 @@ class Schema:
             "container": self.container,
             "records": self.records,
             "complete": self.complete,
+            "undecodable": self.undecodable,
             "features": {name: info.to_json() for name, info in sorted(self.features.items())},
         }
         if self.container == "sequence_example":
@@ -259,17 +273,18 @@ def infer_schema(
 def _infer(records: Iterable[bytes], limit: int | None, container: Container | None) -> Schema:
     features: dict[str, FeatureInfo] = {}
     sequences: dict[str, FeatureInfo] = {}
-    count = 0
+    count = undecodable = 0
+    first_undecodable = None
     is_sequence = False
     for record in records:
         count += 1
-        if container == "ofrecord":
-            context, lists = _native.decode_features(record, "oneflow", "map"), {}
-        elif train._has_top_field(record, 2):
-            is_sequence = True
-            context, lists = _native.decode_sequence(record)
-        else:
-            context, lists = _native.decode_features(record, "tensorflow", "example"), {}
+        try:
+            context, lists, sequence = decode_any(record, container == "ofrecord")
+        except ValueError:
+            undecodable += 1
+            first_undecodable = count - 1 if first_undecodable is None else first_undecodable
+            continue
+        is_sequence |= sequence
         for name, (kind, values) in context.items():
             info = features.get(name) or features.setdefault(name, FeatureInfo(name))
             info.present += 1
@@ -284,4 +299,19 @@ def _infer(records: Iterable[bytes], limit: int | None, container: Container | N
                 info._see_values(values)
     complete = limit is None or count < limit
     kind: Container = container or ("sequence_example" if is_sequence else "example")
-    return Schema(kind, count, complete, features, sequences)
+    return Schema(kind, count, complete, features, sequences, undecodable, first_undecodable)
+
+
+def decode_any(record: bytes, ofrecord: bool) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """``(features, feature lists, is a SequenceExample)`` of an Example, SequenceExample
+    (told by its feature lists) or OFRecord, as ``{name: (kind, values)}`` from the Rust decoder.
+
+    Raises:
+        ParseError: When the record is not such a message.
+    """
+    if ofrecord:
+        return _native.decode_features(record, "oneflow", "map"), {}, False
+    if train._has_top_field(record, 2):
+        context, lists = _native.decode_sequence(record)
+        return context, lists, True
+    return _native.decode_features(record, "tensorflow", "example"), {}, False

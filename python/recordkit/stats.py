@@ -14,10 +14,9 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from recordkit import _native, train
 from recordkit._sources import PathLike
 from recordkit.dataset import list_files, record_format
-from recordkit.schema import sample_records
+from recordkit.schema import decode_any, sample_records
 
 __all__ = ["FeatureStats", "feature_stats", "plot_stats"]
 
@@ -172,12 +171,10 @@ def feature_stats(
     records = 0
     for _, _, record in sample_records(files, limit, format=format, compression=compression):
         records += 1
-        if ofrecord:
-            context, lists = _native.decode_features(record, "oneflow", "map"), {}
-        elif train._has_top_field(record, 2):
-            context, lists = _native.decode_sequence(record)
-        else:
-            context, lists = _native.decode_features(record, "tensorflow", "example"), {}
+        try:
+            context, lists, _ = decode_any(record, ofrecord)
+        except ValueError:
+            continue  # not a message: it counts as a record without any feature
         for name, (kind, values) in context.items():
             acc = features.get(name) or features.setdefault(name, _Accumulator(name, rng))
             acc.count += 1
