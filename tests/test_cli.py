@@ -220,3 +220,23 @@ def test_convert_failure_leaves_nothing(tmp_path: Path) -> None:
     assert result.returncode == 2 and "a.jpg" in result.stderr and len(result.stderr.splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["photos"]
     assert run("convert", str(tmp_path / "photos"), str(tmp_path / "x.unknown")).stderr.count("\n") == 1
+
+
+def test_records_that_are_not_examples_are_counted_not_fatal(conformance_dir: Path, tmp_path: Path) -> None:
+    path = str(conformance_dir / "zero-length.tfrecord")  # records b"", b"x", b"", and an Example
+    schema = json.loads(run("inspect", path, "--json").stdout)
+    assert schema["records"] == 4 and schema["undecodable"] == 1 and schema["features"]["feature2"]["present"] == 1
+    refused = run("convert", path, str(tmp_path / "t.parquet"))
+    assert refused.returncode == 2 and "record 1" in refused.stderr and not (tmp_path / "t.parquet").exists()
+    copied = run("convert", path, str(tmp_path / "t.tfrecord.gz"), "--compression", "gzip")
+    assert copied.returncode == 0, copied.stderr
+    assert list(rk.TFRecordReader(tmp_path / "t.tfrecord.gz")) == list(rk.TFRecordReader(path))
+
+
+def test_convert_refuses_files_that_are_not_images(tmp_path: Path) -> None:
+    images = Path(__file__).resolve().parent.parent / "docs" / "images"
+    (tmp_path / "photos" / "cat").mkdir(parents=True)
+    (tmp_path / "photos" / "cat" / "cat.jpg").write_bytes((images / "cat.jpg").read_bytes())
+    (tmp_path / "photos" / "cat" / "notes.txt").write_text("not an image")
+    result = run("convert", str(tmp_path / "photos"), str(tmp_path / "out.tfrecord"))
+    assert result.returncode == 2 and "notes.txt" in result.stderr and not (tmp_path / "out.tfrecord").exists()
