@@ -286,6 +286,7 @@ def test_indexed_dataset_takes_lists_of_indices(shards: tuple[Path, list[int]]) 
     batch = ds[[5, 0, 1720]]
     assert batch["id"].tolist() == [5, 0, 1720]
     assert ds[np.array([3, 4])]["id"].tolist() == [3, 4]
+    assert ds[518:522]["id"].tolist() == [518, 519, 520, 521]  # across a file boundary
     assert int(ds[-1]["id"]) == everything[-1]
 
 

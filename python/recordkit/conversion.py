@@ -340,7 +340,7 @@ def _json_kind(value: Any) -> str:
         return "int64"
     if isinstance(value, float):
         return "float"
-    if isinstance(value, (str, dict)):
+    if isinstance(value, str) or (isinstance(value, dict) and set(value) == {"base64"}):
         return "bytes"
     raise TypeError(f"a JSON value of type {type(value).__name__} has no tf.train.Feature kind: {value!r}")
 

@@ -209,6 +209,8 @@ class IndexedDataset:
         sampler=BatchSampler(RandomSampler(ds), 64, drop_last=False))``: one
         read and one parse per batch.
         """
+        if isinstance(i, slice):
+            return self.__getitems__(range(*i.indices(len(self))))
         if not isinstance(i, (int, np.integer)):
             return self.__getitems__(i)
         [record] = self.records([i])
