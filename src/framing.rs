@@ -73,21 +73,22 @@ pub fn header_len(format: Format) -> usize {
     format.header_len() as usize
 }
 
-/// Turns `buf`, which holds `header_len(format)` reserved bytes followed by
-/// a payload, into a whole frame in place (header filled in, footer appended),
-/// so it can be written with one call.
-pub fn seal_frame(buf: &mut Vec<u8>, format: Format) {
+/// Turns the end of `buf` from `start` on, which holds `header_len(format)`
+/// reserved bytes followed by a payload, into a whole frame in place (header
+/// filled in, footer appended), so that many frames are written with one call.
+pub fn seal_frame_at(buf: &mut Vec<u8>, start: usize, format: Format) {
     let header = header_len(format);
-    let len = (buf.len() - header) as u64;
+    let frame = &mut buf[start..];
+    let len = (frame.len() - header) as u64;
     match format {
         Format::TfRecord => {
-            buf[..8].copy_from_slice(&len.to_le_bytes());
-            let length_crc = masked_crc32c(&buf[..8]);
-            buf[8..12].copy_from_slice(&length_crc.to_le_bytes());
-            let data_crc = masked_crc32c(&buf[12..]);
+            frame[..8].copy_from_slice(&len.to_le_bytes());
+            let length_crc = masked_crc32c(&frame[..8]);
+            frame[8..12].copy_from_slice(&length_crc.to_le_bytes());
+            let data_crc = masked_crc32c(&frame[12..]);
             buf.extend_from_slice(&data_crc.to_le_bytes());
         }
-        Format::OfRecord => buf[..8].copy_from_slice(&(len as i64).to_le_bytes()),
+        Format::OfRecord => frame[..8].copy_from_slice(&(len as i64).to_le_bytes()),
     }
 }
 
@@ -569,7 +570,7 @@ mod tests {
             }
             let mut buf = vec![0; header_len(format)];
             buf.extend_from_slice(data);
-            seal_frame(&mut buf, format);
+            seal_frame_at(&mut buf, 0, format);
             assert_eq!(buf, expected);
         }
     }
@@ -719,7 +720,7 @@ mod timing {
                     true,
                     &mut scratch,
                 );
-                seal_frame(&mut frame, Format::TfRecord);
+                seal_frame_at(&mut frame, 0, Format::TfRecord);
                 sink.write_all(&frame).unwrap();
             }
             sink.flush().unwrap();

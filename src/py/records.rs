@@ -15,7 +15,7 @@ use crate::compression::{Compression, Encoder, Inflater};
 use crate::error::{Error, Result};
 use crate::example::{map_key_order, put_row, EntryLayout, Schema, Values};
 use crate::framing::{
-    header_len, seal_frame, write_ofrecord, write_tfrecord, Format, Scanner, Span,
+    header_len, seal_frame_at, write_ofrecord, write_tfrecord, Format, Scanner, Span,
 };
 use crate::py::codec::{columns_to_py, requests, ColumnSource, Held, PyColumn};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
@@ -293,6 +293,37 @@ pub struct PyRecordWriter {
     bytes: u64,
 }
 
+/// Rows encoded per chunk: enough to amortize a hand-over between threads,
+/// few enough that a chunk's buffer stays in cache-sized memory that is reused.
+const ENCODE_CHUNK_ROWS: usize = 2048;
+
+/// Rows `range` of the columns as framed records, back to back, in `out` (cleared first).
+fn encode_frames(
+    sources: &[ColumnSource<'_>],
+    layouts: &[EntryLayout],
+    range: std::ops::Range<usize>,
+    format: Format,
+    wrap: bool,
+    out: &mut Vec<u8>,
+) {
+    out.clear();
+    let mut scratch = Vec::new();
+    let mut entries: Vec<(&EntryLayout, Option<Values<'_>>)> = Vec::with_capacity(sources.len());
+    for row in range {
+        entries.clear();
+        for (c, layout) in sources.iter().zip(layouts) {
+            if c.present.is_none_or(|p| p[row]) {
+                let (start, end) = (c.splits[row] as usize, c.splits[row + 1] as usize);
+                entries.push((layout, Some(c.values.range(start, end))));
+            }
+        }
+        let frame_start = out.len();
+        out.resize(frame_start + header_len(format), 0);
+        put_row(out, &entries, wrap, &mut scratch);
+        seal_frame_at(out, frame_start, format);
+    }
+}
+
 /// Records gathered from an iterable before one trip into Rust.
 const WRITE_BATCH_RECORDS: usize = 4096;
 const WRITE_BATCH_BYTES: usize = 16 << 20;
@@ -460,34 +491,69 @@ impl PyRecordWriter {
         // The values are borrowed from NumPy arrays while the GIL is released:
         // like any C extension, this assumes no other thread resizes them meanwhile.
         let written = py.detach(|| -> Result<u64> {
+            let wrap = schema == Schema::TensorFlow;
             let mut written = 0u64;
-            let mut frame = Vec::new();
-            let mut scratch = Vec::new();
-            let mut entries: Vec<(&EntryLayout, Option<Values<'_>>)> =
-                Vec::with_capacity(sources.len());
-            for row in 0..rows {
-                entries.clear();
-                for (c, layout) in sources.iter().zip(&layouts) {
-                    if c.present.is_none_or(|p| p[row]) {
-                        let (start, end) = (c.splits[row] as usize, c.splits[row + 1] as usize);
-                        entries.push((layout, Some(c.values.range(start, end))));
-                    }
-                }
-                frame.clear();
-                frame.resize(header_len(format), 0);
-                put_row(
-                    &mut frame,
-                    &entries,
-                    schema == Schema::TensorFlow,
-                    &mut scratch,
-                );
-                seal_frame(&mut frame, format);
-                sink.write_all(&frame).map_err(|source| Error::Io {
+            let mut write = |buffer: &[u8]| {
+                written += buffer.len() as u64;
+                sink.write_all(buffer).map_err(|source| Error::Io {
                     path: name.clone(),
                     source,
-                })?;
-                written += frame.len() as u64;
+                })
+            };
+            let chunks: Vec<std::ops::Range<usize>> = (0..rows)
+                .step_by(ENCODE_CHUNK_ROWS)
+                .map(|start| start..rows.min(start + ENCODE_CHUNK_ROWS))
+                .collect();
+            let threads = std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(chunks.len());
+            if threads <= 1 {
+                let mut buffer = Vec::new();
+                for range in chunks {
+                    encode_frames(&sources, &layouts, range, format, wrap, &mut buffer);
+                    write(&buffer)?;
+                }
+                return Ok(written);
             }
+            // Chunk k is encoded by thread k % threads into one of its two
+            // buffers, which come back here to be written in order and then
+            // reused: the memory stays small and already touched.
+            std::thread::scope(|scope| -> Result<()> {
+                let mut lanes = Vec::with_capacity(threads);
+                for lane in 0..threads {
+                    let (filled_tx, filled_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+                    let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+                    empty_tx.send(Vec::new()).ok();
+                    empty_tx.send(Vec::new()).ok();
+                    let (sources, layouts, chunks) = (&sources, &layouts, &chunks);
+                    scope.spawn(move || {
+                        for range in chunks.iter().skip(lane).step_by(threads) {
+                            let Ok(mut buffer) = empty_rx.recv() else {
+                                return;
+                            };
+                            encode_frames(
+                                sources,
+                                layouts,
+                                range.clone(),
+                                format,
+                                wrap,
+                                &mut buffer,
+                            );
+                            if filled_tx.send(buffer).is_err() {
+                                return; // the writer stopped on an error
+                            }
+                        }
+                    });
+                    lanes.push((filled_rx, empty_tx));
+                }
+                for k in 0..chunks.len() {
+                    let (filled_rx, empty_tx) = &lanes[k % threads];
+                    let buffer = filled_rx.recv().expect("an encoder thread ended early");
+                    write(&buffer)?;
+                    empty_tx.send(buffer).ok();
+                }
+                Ok(())
+            })?;
             Ok(written)
         })?;
         self.records += rows as u64;
