@@ -31,7 +31,7 @@ mod _native {
     use crate::py::codec::{
         decode_feature, decode_features, decode_list, decode_sequence, encode_feature,
         encode_features, encode_list, encode_sequence, parse_example_columns,
-        parse_sequence_columns,
+        parse_sequence_columns, survey_features,
     };
 
     use pyo3::prelude::*;

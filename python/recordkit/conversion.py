@@ -27,11 +27,18 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import AtomicTarget, PathLike
+from recordkit._sources import AtomicTarget, PathLike, open_input
 from recordkit.columnar import Column, _normalize, _write, shard_names
 from recordkit.dataset import _ONEFLOW_PART, list_files, record_format
 from recordkit.images import image_shape
-from recordkit.records import OFRecordReader, OFRecordWriter, TFRecordReader, TFRecordWriter, count_records
+from recordkit.records import (
+    OFRecordReader,
+    OFRecordWriter,
+    TFRecordReader,
+    TFRecordWriter,
+    _reader_compression,
+    count_records,
+)
 from recordkit.schema import infer_schema
 
 __all__ = ["convert", "detect_format", "parse_size", "FORMATS"]
@@ -49,6 +56,7 @@ _CHUNK_ROWS = 8192
 _SHARD_BYTES = 100_000_000  # the TensorFlow tutorial's "~100 MB per shard"
 _NATIVE_KINDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_list",
                  "double": "double_list", "int32": "int32_list"}
+_REQUEST_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
 _DTYPES = {"int64": np.int64, "float": np.float32, "double": np.float64, "int32": np.int32}
 
 
@@ -220,6 +228,8 @@ class _RecordSource(_Source):
             for name, info in schema.features.items()
         }
         self.rows = schema.records
+        # Rust parses Examples into columns, but reads a Feature that sets no kind as a missing one.
+        self.columnar = fmt == "tfrecord" and not any(info.kindless for info in schema.features.values())
 
     def records(self) -> Iterator[bytes]:
         for path in self.files:
@@ -228,9 +238,37 @@ class _RecordSource(_Source):
                 yield from reader
 
     def chunks(self) -> Iterator[Chunk]:
+        if self.columnar:
+            yield from self._parsed_chunks()
+            return
         schema, container = ("oneflow", "map") if self.format == "ofrecord" else ("tensorflow", "example")
         for records in _batches(self.records(), _CHUNK_ROWS):
             yield self._chunk([_native.decode_features(record, schema, container) for record in records])
+
+    def _parsed_chunks(self) -> Iterator[Chunk]:
+        """Chunks framed, checked and parsed into columns by Rust, one call per chunk."""
+        requests = [(name, _REQUEST_DTYPES[info.kind]) for name, info in self.columns.items()]
+        for path in self.files:
+            opened = open_input(path)
+            try:
+                scanner = _native.RecordScanner(opened.handle, name=opened.name,
+                                                compression=_reader_compression(self.compression))
+                try:
+                    while True:
+                        rows, parsed = scanner.next_example_batch(_CHUNK_ROWS, requests)
+                        if not rows:
+                            break
+                        columns = {}
+                        for (name, info), (values, counts, _) in zip(self.columns.items(), parsed):
+                            present = counts >= 0
+                            splits = np.zeros(rows + 1, dtype=np.int64)
+                            np.cumsum(np.where(present, counts, 0), out=splits[1:])
+                            columns[name] = (_NATIVE_KINDS[info.kind], values, splits, None if present.all() else present)
+                        yield rows, columns
+                finally:
+                    scanner.close()
+            finally:
+                opened.close()
 
     def _chunk(self, batch: list[dict[str, Any]]) -> Chunk:
         columns = {}

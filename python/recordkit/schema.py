@@ -46,6 +46,7 @@ class FeatureInfo:
     the feature; ``min_values`` / ``max_values`` the values per record among
     them (per step, for a feature list, whose step counts are ``min_steps`` /
     ``max_steps``). ``text``: every byte string seen is valid UTF-8.
+    ``kindless``: some record holds the feature as a Feature with no kind.
     """
 
     name: str
@@ -57,9 +58,11 @@ class FeatureInfo:
     min_steps: int | None = None
     max_steps: int | None = None
     text: bool = True
+    kindless: bool = False
 
     def _see_kind(self, kind: str | None) -> None:
         if kind is None:
+            self.kindless = True
             return
         name = _KIND_NAMES[kind]
         if self.kind == "none":
@@ -71,10 +74,13 @@ class FeatureInfo:
         n = len(values)
         if self.text and isinstance(values, list):
             self.text = all(_is_utf8(v) for v in values)
-        self.min_values = n if self.min_values is None else min(self.min_values, n)
-        self.max_values = n if self.max_values is None else max(self.max_values, n)
+        self._see_counts(n, n)
         if len(self.sample) < _SAMPLE_VALUES and n:
             self.sample.append(_plain(values[: _SAMPLE_VALUES]))
+
+    def _see_counts(self, low: int, high: int) -> None:
+        self.min_values = low if self.min_values is None else min(self.min_values, low)
+        self.max_values = high if self.max_values is None else max(self.max_values, high)
 
     def _see_steps(self, steps: int) -> None:
         self.min_steps = steps if self.min_steps is None else min(self.min_steps, steps)
@@ -270,36 +276,82 @@ def infer_schema(
     return _infer(records, limit, "ofrecord" if first == "ofrecord" else None)
 
 
-def _infer(records: Iterable[bytes], limit: int | None, container: Container | None) -> Schema:
-    features: dict[str, FeatureInfo] = {}
-    sequences: dict[str, FeatureInfo] = {}
-    count = undecodable = 0
-    first_undecodable = None
-    is_sequence = False
-    for record in records:
-        count += 1
+_SURVEY_BATCH = 1024
+_KIND_BITS = ((2, "bytes_list"), (4, "float_list"), (8, "double_list"), (16, "int32_list"), (32, "int64_list"))
+
+
+class _Survey:
+    """Schema facts gathered record by record (SequenceExamples) or a batch at a time in Rust."""
+
+    def __init__(self, ofrecord: bool) -> None:
+        self.ofrecord = ofrecord
+        self.features: dict[str, FeatureInfo] = {}
+        self.sequences: dict[str, FeatureInfo] = {}
+        self.count = self.undecodable = 0
+        self.first_undecodable: int | None = None
+        self.is_sequence = False
+
+    def _bad(self, index: int) -> None:
+        self.undecodable += 1
+        if self.first_undecodable is None:
+            self.first_undecodable = index
+
+    def add_batch(self, batch: list[bytes]) -> None:
+        if not self.is_sequence:
+            schema, container = ("oneflow", "map") if self.ofrecord else ("tensorflow", "example")
+            facts, bad, sequences = _native.survey_features(batch, schema, container)
+            if not sequences:
+                for index in bad:
+                    self._bad(self.count + index)
+                for name, kinds, present, low, high, text, first in facts:
+                    info = self.features.get(name) or self.features.setdefault(name, FeatureInfo(name))
+                    info.present += present
+                    for bit, kind in _KIND_BITS:
+                        if kinds & bit:
+                            info._see_kind(kind)
+                    info.kindless |= bool(kinds & 1)
+                    info._see_counts(low, high)
+                    info.text &= text
+                    if first is not None and len(info.sample) < _SAMPLE_VALUES:
+                        context, _, _ = decode_any(batch[first], self.ofrecord)
+                        info.sample.append(_plain(context[name][1][:_SAMPLE_VALUES]))
+                self.count += len(batch)
+                return
+            self.is_sequence = True  # from here on, record by record
+        for record in batch:
+            self.add_record(record)
+
+    def add_record(self, record: bytes) -> None:
+        self.count += 1
         try:
-            context, lists, sequence = decode_any(record, container == "ofrecord")
+            context, lists, sequence = decode_any(record, self.ofrecord)
         except ValueError:
-            undecodable += 1
-            first_undecodable = count - 1 if first_undecodable is None else first_undecodable
-            continue
-        is_sequence |= sequence
+            self._bad(self.count - 1)
+            return
+        self.is_sequence |= sequence
         for name, (kind, values) in context.items():
-            info = features.get(name) or features.setdefault(name, FeatureInfo(name))
+            info = self.features.get(name) or self.features.setdefault(name, FeatureInfo(name))
             info.present += 1
             info._see_kind(kind)
             info._see_values(values)
         for name, steps in lists.items():
-            info = sequences.get(name) or sequences.setdefault(name, FeatureInfo(name))
+            info = self.sequences.get(name) or self.sequences.setdefault(name, FeatureInfo(name))
             info.present += 1
             info._see_steps(len(steps))
             for kind, values in steps:
                 info._see_kind(kind)
                 info._see_values(values)
-    complete = limit is None or count < limit
-    kind: Container = container or ("sequence_example" if is_sequence else "example")
-    return Schema(kind, count, complete, features, sequences, undecodable, first_undecodable)
+
+
+def _infer(records: Iterable[bytes], limit: int | None, container: Container | None) -> Schema:
+    survey = _Survey(container == "ofrecord")
+    iterator = iter(records)
+    while batch := list(itertools.islice(iterator, _SURVEY_BATCH)):
+        survey.add_batch(batch)
+    complete = limit is None or survey.count < limit
+    kind: Container = container or ("sequence_example" if survey.is_sequence else "example")
+    return Schema(kind, survey.count, complete, survey.features, survey.sequences,
+                  survey.undecodable, survey.first_undecodable)
 
 
 def decode_any(record: bytes, ofrecord: bool) -> tuple[dict[str, Any], dict[str, Any], bool]:

@@ -17,7 +17,7 @@ use crate::example::{
     Values,
 };
 use crate::py::files::Payload;
-use crate::wire::Malformed;
+use crate::wire::{Malformed, Reader};
 
 fn schema(name: &str) -> PyResult<Schema> {
     match name {
@@ -265,6 +265,133 @@ pub fn decode_features<'py>(
         out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
     }
     Ok(out)
+}
+
+/// What schema inference needs of one feature over a batch of records.
+#[derive(Default)]
+struct FeatureFacts {
+    /// Bit `1 << kind` for every kind seen; bit 0 for a Feature that sets none.
+    kinds: u32,
+    present: u64,
+    min_values: u64,
+    max_values: u64,
+    /// Every byte string seen is valid UTF-8.
+    text: bool,
+    /// The first record (index in the batch) holding values.
+    first_with_values: Option<usize>,
+}
+
+/// Surveys a batch of Examples (`container="example"`) or feature maps
+/// (`"map"`, OFRecords) in one call: `([(key, kinds, present, min_values,
+/// max_values, text, first_with_values)] in order of first appearance,
+/// [indices of records that are not such messages], whether any record is a
+/// SequenceExample (a top-level field 2; its context is surveyed as an
+/// Example's features))`. `kinds` has bit `2 << kind` set per kind seen
+/// (`Kind` order: bytes, float, double, int32, int64), bit 0 for a Feature
+/// that sets none.
+#[pyfunction]
+#[pyo3(signature = (records, schema = "tensorflow", container = "example"))]
+#[allow(clippy::type_complexity)]
+pub fn survey_features(
+    py: Python<'_>,
+    records: &Bound<'_, PyAny>,
+    schema: &str,
+    container: &str,
+) -> PyResult<(
+    Vec<(String, u32, u64, u64, u64, bool, Option<usize>)>,
+    Vec<usize>,
+    bool,
+)> {
+    let payloads = payloads(records)?;
+    let schema = self::schema(schema)?;
+    let example = match container {
+        "example" => true,
+        "map" => false,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown container {container:?}"
+            )))
+        }
+    };
+    let (facts, undecodable, sequences) = py.detach(|| {
+        let mut facts: Vec<(Vec<u8>, FeatureFacts)> = Vec::new();
+        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut undecodable = Vec::new();
+        let mut sequences = false;
+        let mut bytes = Vec::new();
+        for (i, payload) in payloads.iter().enumerate() {
+            if example && !sequences {
+                let mut r = Reader::new(payload);
+                while let Ok(Some((n, _))) = r.field() {
+                    sequences |= n == 2;
+                }
+            }
+            let mut entries = Vec::new();
+            let walked = if example {
+                for_each_example_entry(payload, &mut |e| entries.push(e))
+            } else {
+                for_each_entry(payload, &mut |e| entries.push(e))
+            };
+            let decoded: Result<Vec<_>, _> = walked.and_then(|()| {
+                dedup(entries)
+                    .into_iter()
+                    .map(|entry| Ok((entry.key, entry.feature(schema)?)))
+                    .collect()
+            });
+            let Ok(features) = decoded.and_then(|features: Vec<(&[u8], Feature<'_>)>| {
+                features
+                    .into_iter()
+                    .map(|(key, f)| Ok((key, f.count()?, f)))
+                    .collect::<Result<Vec<_>, Malformed>>()
+            }) else {
+                undecodable.push(i);
+                continue;
+            };
+            for (key, count, feature) in features {
+                let slot = *index.entry(key.to_vec()).or_insert_with(|| {
+                    facts.push((
+                        key.to_vec(),
+                        FeatureFacts {
+                            text: true,
+                            min_values: u64::MAX,
+                            ..Default::default()
+                        },
+                    ));
+                    facts.len() - 1
+                });
+                let f = &mut facts[slot].1;
+                f.kinds |= feature.kind.map_or(1, |k| 2 << (k as u32));
+                f.present += 1;
+                f.min_values = f.min_values.min(count as u64);
+                f.max_values = f.max_values.max(count as u64);
+                if count > 0 && f.first_with_values.is_none() {
+                    f.first_with_values = Some(i);
+                }
+                if f.text && feature.kind == Some(Kind::Bytes) {
+                    bytes.clear();
+                    if feature.bytes(&mut bytes).is_ok() {
+                        f.text = bytes.iter().all(|b| std::str::from_utf8(b).is_ok());
+                    }
+                }
+            }
+        }
+        (facts, undecodable, sequences)
+    });
+    let facts = facts
+        .into_iter()
+        .map(|(key, f)| {
+            Ok((
+                utf8_key(&key)?.to_owned(),
+                f.kinds,
+                f.present,
+                f.min_values,
+                f.max_values,
+                f.text,
+                f.first_with_values,
+            ))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok((facts, undecodable, sequences))
 }
 
 /// Decodes a SequenceExample: `(context, feature_lists)` where context is as
