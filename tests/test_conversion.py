@@ -88,3 +88,26 @@ def test_schema_spec_and_stats(tmp_path: Path) -> None:
     records, stats = rk.feature_stats(tmp_path / "t.tfrecord")
     assert records == 10 and stats["label"].mean == 4.5 and stats["label"].quantiles[0.5] == 4.5
     assert stats["maybe"].missing == 5 and stats["tokens"].values_per_record == {"min": 0, "mean": 0.9, "max": 2}
+
+
+def test_mixed_kinds_and_features_without_a_kind(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    with rk.TFRecordWriter(tmp_path / "mixed.tfrecord") as writer:
+        writer.write(rk.encode_example({"x": 1}))
+        writer.write(rk.encode_example({"x": 1.5}))
+    assert rk.infer_schema(tmp_path / "mixed.tfrecord").features["x"].kind == "mixed"
+    with pytest.raises(ValueError, match="different kinds"):
+        rk.convert(tmp_path / "mixed.tfrecord", tmp_path / "mixed.parquet")
+    # A Feature that sets no kind is present with no values: kept apart from a missing one.
+    empty = rk.train.Example(features=rk.train.Features(feature={"e": rk.train.Feature(), "i": rk.int64_feature(1)}))
+    with rk.TFRecordWriter(tmp_path / "kindless.tfrecord") as writer:
+        writer.write(empty.SerializeToString())
+        writer.write(rk.encode_example({"e": [b"x"], "i": 2}))
+        writer.write(rk.encode_example({"i": 3}))
+    info = rk.infer_schema(tmp_path / "kindless.tfrecord").features["e"]
+    assert info.kindless and info.kind == "bytes" and info.present == 2
+    rk.convert(tmp_path / "kindless.tfrecord", tmp_path / "kindless.parquet")
+    table = pq.read_table(tmp_path / "kindless.parquet")
+    assert table.column("e").to_pylist() == [[], ["x"], None] and table.column("i").to_pylist() == [1, 2, 3]
+    assert pa.types.is_list(table.schema.field("e").type)
