@@ -74,6 +74,9 @@ def test_missing_shards_are_an_error(tmp_path: Path) -> None:
         rk.Dataset(tmp_path)
     with pytest.raises(FileNotFoundError, match="1 of 3 shards are missing"):
         rk.Dataset(f"{tmp_path}/train.tfrecord@3")
+    with pytest.raises(FileNotFoundError, match=r"missing \(00001\)"):
+        rk.Dataset(f"{tmp_path}/train-*-of-00003.tfrecord")
+    assert len(rk.Dataset(f"{tmp_path}/train-0000[02]-of-00003.tfrecord").files) == 2  # asks for two shards only
     with pytest.raises(FileNotFoundError, match="no record file matches"):
         rk.Dataset(f"{tmp_path}/nothing-*.tfrecord")
     with pytest.raises(FileNotFoundError):

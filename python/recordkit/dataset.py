@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import fnmatch
 import glob
 import itertools
 import os
@@ -105,20 +106,27 @@ def _is_record_file(path: str) -> bool:
     return not name.startswith((".", "_")) and not name.lower().endswith(_INDEX_SUFFIXES)
 
 
-def _check_shard_sets(files: list[str], where: str) -> None:
-    """Refuses a listing from which some ``-NNNNN-of-NNNNN`` shards are missing."""
-    sets: dict[tuple[str, str, int, str], set[int]] = {}
+def _check_shard_sets(files: list[str], where: str, pattern: str | None = None) -> None:
+    """Refuses a listing from which some ``-NNNNN-of-NNNNN`` shards are missing.
+
+    With a glob ``pattern``, only the shards the pattern itself would match
+    count as missing (``train-0000[01]-of-00004`` asks for two shards only).
+    """
+    sets: dict[tuple[str, str, int, str, int], set[int]] = {}
     for path in files:
         match = _SHARD_NAME.match(_basename(path))
         if match:
-            key = (os.path.dirname(path), match["prefix"], int(match["total"]), match["suffix"])
+            key = (os.path.dirname(path), match["prefix"], int(match["total"]), match["suffix"], len(match["index"]))
             sets.setdefault(key, set()).add(int(match["index"]))
-    for (_, prefix, total, suffix), found in sets.items():
+    for (folder, prefix, total, suffix, width), found in sets.items():
         missing = sorted(set(range(total)) - found)
+        if pattern is not None:
+            wanted = _basename(pattern)
+            missing = [i for i in missing if fnmatch.fnmatchcase(f"{prefix}-{i:0{width}d}-of-{total:0{width}d}{suffix}", wanted)]
         if missing:
-            shown = ", ".join(f"{i:05d}" for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
+            shown = ", ".join(f"{i:0{width}d}" for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise FileNotFoundError(
-                f"{where}: the shard set {prefix}-NNNNN-of-{total:05d}{suffix} is incomplete: "
+                f"{where}: the shard set {prefix}-{'N' * width}-of-{total:0{width}d}{suffix} is incomplete: "
                 f"{len(missing)} of {total} shards are missing ({shown})"
             )
 
@@ -129,8 +137,9 @@ def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
     A source is a path or URL, a glob (``data/train-*.tfrecord``), a directory
     (its record files; hidden files, ``_SUCCESS`` and index files left out),
     ``name@N`` (the N shards ``name-00000-of-0000N`` ...), or a list of any of
-    these. A directory or ``@N`` set with a shard missing is an error, so
-    that no data goes unread without anyone noticing.
+    these. A directory, glob or ``@N`` set from which a ``-NNNNN-of-NNNNN``
+    shard is missing is an error, so that no data goes unread without anyone
+    noticing (a glob asks only for the shards it would match).
 
     Raises:
         FileNotFoundError: When something named does not exist or a glob or
@@ -159,6 +168,7 @@ def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
         found = sorted(filter(_is_record_file, files.glob()), key=_natural_key)
         if not found:
             raise FileNotFoundError(2, "no record file matches", text)
+        _check_shard_sets(found, text, pattern=text)
         return found
     raise FileNotFoundError(2, "No such file or directory", text)
 
