@@ -344,3 +344,26 @@ def test_indexed_dataset_with_a_batch_sampler(shards: tuple[Path, list[int]]) ->
     sampler = BatchSampler(RandomSampler(ds, generator=torch.Generator().manual_seed(0)), 50, drop_last=False)
     seen = [i for batch in DataLoader(ds, batch_size=None, sampler=sampler, num_workers=2) for i in batch["id"].tolist()]
     assert sorted(seen) == everything and seen != everything
+
+
+def test_parallel_reads_keep_the_order_and_the_errors(shards: tuple[Path, list[int]], tmp_path: Path) -> None:
+    import threading
+
+    folder, _ = shards
+    for steps in (lambda ds: ds.batch(50), lambda ds: ds.shuffle(300, seed=2).batch(50)):
+        sequential = ids(steps(rk.Dataset(folder, SPEC, cycle_length=3)))
+        assert ids(steps(rk.Dataset(folder, SPEC, cycle_length=3, parallel_reads=True))) == sequential
+    it = iter(rk.Dataset(folder, SPEC, cycle_length=3, parallel_reads=True).batch(2))
+    next(it)
+    it.close()  # type: ignore[attr-defined]
+    assert not any(t.name == "recordkit-read" for t in threading.enumerate())
+    path = tmp_path / "d.tfrecord"
+    rk.write_examples(path, {"id": np.arange(10_000, 10_600)})
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    got: list[int] = []
+    with pytest.raises(rk.DataLossError):
+        for item in rk.Dataset([path, folder / "train-00003-of-00006.tfrecord"], SPEC, parallel_reads=True, cycle_length=2):
+            got.append(int(item["id"]))
+    assert [i for i in got if i >= 10_000] == list(range(10_000, 10_599))  # every intact record, then the error

@@ -355,23 +355,43 @@ def _changed(unit: _Unit) -> RecordkitError:
     )
 
 
-def _interleave(units: Iterable[_Unit], cycle_length: int, options: _ReadOptions) -> Iterator[list[bytes]]:
-    """Blocks from up to ``cycle_length`` units in turn; a finished unit's place goes to the next."""
+_READ_AHEAD_BLOCKS = 4
+
+
+def _interleave(
+    units: Iterable[_Unit], cycle_length: int, options: _ReadOptions, parallel: bool
+) -> Iterator[list[bytes]]:
+    """Blocks from up to ``cycle_length`` units in turn; a finished unit's place goes to the next.
+
+    With ``parallel``, every unit in the cycle is read on its own thread, a few
+    blocks ahead, so that slow reads (remote files) overlap; the order stays
+    the same.
+    """
+    def open_unit(unit: _Unit) -> Iterator[list[bytes]]:
+        blocks = _unit_blocks(unit, options)
+        return _Background(blocks, _READ_AHEAD_BLOCKS, "recordkit-read") if parallel else blocks
+
     pending = iter(units)
-    active = [_unit_blocks(unit, options) for unit in itertools.islice(pending, cycle_length)]
-    while active:
-        i = 0
-        while i < len(active):
-            block = next(active[i], None)
-            if block is None:
-                following = next(pending, None)
-                if following is None:
-                    del active[i]
-                else:
-                    active[i] = _unit_blocks(following, options)
-                continue
-            yield block
-            i += 1
+    active = [open_unit(unit) for unit in itertools.islice(pending, cycle_length)]
+    try:
+        while active:
+            i = 0
+            while i < len(active):
+                block = next(active[i], None)
+                if block is None:
+                    following = next(pending, None)
+                    if following is None:
+                        del active[i]
+                    else:
+                        active[i] = open_unit(following)
+                    continue
+                yield block
+                i += 1
+    finally:
+        for iterator in active:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
 
 
 # --- the steps -----------------------------------------------------------------------------
@@ -425,51 +445,73 @@ def _take(chunks: Iterator[list[Any]], count: int) -> Iterator[list[Any]]:
 _END = object()
 
 
-def _prefetch(chunks: Iterator[list[Any]], depth: int) -> Iterator[list[Any]]:
-    """Runs ``chunks`` on a background thread, up to ``depth`` chunks ahead.
+class _Background:
+    """An iterator run on a background thread, up to ``depth`` items ahead.
 
-    The Rust calls upstream release the GIL, so reading and parsing overlap
-    with the consumer's work. Errors surface in the consumer, in order.
+    The thread starts at once. The Rust calls it makes release the GIL, so
+    reading and parsing overlap with the consumer's work (or, one per file,
+    with the reading of other files). Errors surface in the consumer, in
+    order. :meth:`close` stops the thread; the iterator it ran is closed on
+    that thread.
     """
-    ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
 
-    def put(item: Any) -> bool:
-        while not stop.is_set():
+    def __init__(self, source: Iterator[Any], depth: int, name: str) -> None:
+        self._ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, args=(source,), name=name, daemon=True)
+        self._thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
             try:
-                ready.put(item, timeout=0.05)
+                self._ready.put(item, timeout=0.05)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def work() -> None:
+    def _work(self, source: Iterator[Any]) -> None:
         try:
-            for chunk in chunks:
-                if not put(chunk):
+            for item in source:
+                if not self._put(item):
                     break
             else:
-                put(_END)
+                self._put(_END)
         except BaseException as error:  # noqa: BLE001 - handed to the consumer, which raises it
-            put(error)
+            self._put(error)
         finally:
-            close = getattr(chunks, "close", None)
+            close = getattr(source, "close", None)
             if close is not None:
                 close()
 
-    thread = threading.Thread(target=work, name="recordkit-prefetch", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = ready.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()
+    def __iter__(self) -> "_Background":
+        return self
+
+    def __next__(self) -> Any:
+        if self._stop.is_set():
+            raise StopIteration
+        item = self._ready.get()
+        if item is _END:
+            self.close()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        return item
+
+    def close(self) -> None:
+        """Stops the thread (waiting up to a second for a read in progress to end)."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+
+    def __del__(self) -> None:
+        self._stop.set()
+
+
+def _prefetch(chunks: Iterator[list[Any]], depth: int) -> Iterator[list[Any]]:
+    """``chunks`` computed on a background thread, up to ``depth`` chunks ahead."""
+    return _Background(chunks, depth, "recordkit-prefetch")
 
 
 def _collate_records(items: list[Any]) -> Any:
@@ -528,6 +570,10 @@ class Dataset:
             slow or huge file does not hold up the rest and a shuffle buffer
             mixes records of several files. Default: 4 when shuffling, else 1
             (files one after another, in order).
+        parallel_reads: Read each file of the cycle on its own thread, a
+            few blocks ahead, so that slow reads overlap (the order is the
+            same). Default: for URLs (fsspec), where each read waits on the
+            network.
 
     Splitting: every record goes to exactly one consumer per epoch, the
     consumers being ``.shard()``'s shards (or else the ranks of an
@@ -554,6 +600,7 @@ class Dataset:
         compression: str | None = "auto",
         verify: bool = True,
         cycle_length: int | None = None,
+        parallel_reads: bool | None = None,
     ) -> None:
         if format not in ("auto", "tfrecord", "ofrecord"):
             raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
@@ -570,6 +617,9 @@ class Dataset:
         self.features = features
         self._options = _ReadOptions(_reader_compression(compression), bool(verify))
         self._cycle_length = cycle_length
+        self._parallel_reads = (
+            any(_split_url(path)[0] is not None for path, _ in self._files) if parallel_reads is None else parallel_reads
+        )
         self._steps: tuple[_Step, ...] = ()
         self._shard: tuple[int, int] | None = None
         self._epoch = 0
@@ -701,7 +751,7 @@ class Dataset:
             units = _plan(files, consumer, consumers, shift)
             if shuffle:
                 units = [units[i] for i in _rng(local_seed, *path, 2, consumer).permutation(len(units))]
-            return _interleave(units, cycle_length, options)
+            return _interleave(units, cycle_length, options, self._parallel_reads)
 
         stream = source
         features = self.features
