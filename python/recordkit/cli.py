@@ -253,7 +253,7 @@ def _convert(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recordkit",
-        description="Inspect and check TFRecord and OFRecord files, without TensorFlow.",
+        description="Inspect, check, repair and convert TFRecord and OFRecord files, without TensorFlow.",
     )
     parser.add_argument("--version", action="version", version=f"recordkit {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
