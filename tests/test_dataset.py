@@ -367,3 +367,16 @@ def test_parallel_reads_keep_the_order_and_the_errors(shards: tuple[Path, list[i
         for item in rk.Dataset([path, folder / "train-00003-of-00006.tfrecord"], SPEC, parallel_reads=True, cycle_length=2):
             got.append(int(item["id"]))
     assert [i for i in got if i >= 10_000] == list(range(10_000, 10_599))  # every intact record, then the error
+
+
+def test_even_shares_give_every_consumer_the_same_count(shards: tuple[Path, list[int]], tmp_path: Path) -> None:
+    folder, everything = shards
+    for ranks in range(1, 8):
+        shares = [ids(rk.Dataset(folder, SPEC, even_shares=True).shard(ranks, rank).shuffle(50, seed=1))
+                  for rank in range(ranks)]
+        assert {len(share) for share in shares} == {len(everything) // ranks}, ranks
+        seen = [i for share in shares for i in share]
+        assert len(set(seen)) == len(seen) and set(seen) <= set(everything)
+    write_shards(tmp_path, [5, 5], compression="gzip")
+    with pytest.raises(ValueError, match="even_shares needs every file split by record ranges"):
+        list(rk.Dataset(tmp_path, SPEC, even_shares=True))

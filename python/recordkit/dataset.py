@@ -239,7 +239,11 @@ def _survey(path: str, fmt: RecordFormat) -> _Survey | None:
 
 
 def _plan(
-    files: Sequence[tuple[str, RecordFormat, _Survey | None]], consumer: int, consumers: int, shift: int
+    files: Sequence[tuple[str, RecordFormat, _Survey | None]],
+    consumer: int,
+    consumers: int,
+    shift: int,
+    even: bool = False,
 ) -> list[_Unit]:
     """The units one consumer reads so that each record goes to exactly one consumer.
 
@@ -249,7 +253,9 @@ def _plan(
     round the consumers, so that totals differ by at most one record. Other
     files (compressed, remote) are dealt out whole, or, when there are fewer
     such files than consumers, shared by record stride. ``shift`` (the same
-    for every consumer) rotates the assignment between epochs.
+    for every consumer) rotates the assignment between epochs. ``even``
+    (range-split files only) drops the one record a consumer may have over
+    ``total // consumers``, so that every consumer gets exactly that many.
     """
     units: list[_Unit] = []
     carry = 0
@@ -264,6 +270,18 @@ def _plan(
         carry = (carry + extra) % consumers
         if stop > start:
             units.append(_Unit(path, fmt, start, stop, survey=survey))
+    if even:
+        if whole:
+            raise ValueError(
+                f"even_shares needs every file split by record ranges, and {whole[0][0]} cannot be "
+                "(compressed or remote files are read whole or by stride)"
+            )
+        total = sum(survey.records for _, _, survey in files if survey is not None)
+        surplus = sum(unit.stop - unit.start for unit in units) - total // consumers  # type: ignore[operator]
+        if surplus > 0:
+            last = units.pop()
+            if last.stop - surplus > last.start:  # type: ignore[operator]
+                units.append(dataclasses.replace(last, stop=last.stop - surplus))  # type: ignore[operator]
     rotated = (consumer - shift) % consumers
     if len(whole) >= consumers:
         units += [_Unit(path, fmt) for path, fmt in whole[rotated::consumers]]
@@ -574,6 +592,11 @@ class Dataset:
             few blocks ahead, so that slow reads overlap (the order is the
             same). Default: for URLs (fsspec), where each read waits on the
             network.
+        even_shares: Give every consumer exactly ``total // consumers``
+            records per epoch (fewer than ``consumers`` records are left out,
+            different ones as shares rotate), so that distributed ranks run
+            the same number of steps; without it, shares differ by up to one
+            record. Needs local uncompressed files.
 
     Splitting: every record goes to exactly one consumer per epoch, the
     consumers being ``.shard()``'s shards (or else the ranks of an
@@ -601,6 +624,7 @@ class Dataset:
         verify: bool = True,
         cycle_length: int | None = None,
         parallel_reads: bool | None = None,
+        even_shares: bool = False,
     ) -> None:
         if format not in ("auto", "tfrecord", "ofrecord"):
             raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
@@ -617,6 +641,7 @@ class Dataset:
         self.features = features
         self._options = _ReadOptions(_reader_compression(compression), bool(verify))
         self._cycle_length = cycle_length
+        self._even_shares = bool(even_shares)
         self._parallel_reads = (
             any(_split_url(path)[0] is not None for path, _ in self._files) if parallel_reads is None else parallel_reads
         )
@@ -748,7 +773,7 @@ class Dataset:
 
         def source(path: tuple[int, ...]) -> Iterator[list[Any]]:
             shift = int(_rng(seed, *path, 1).integers(consumers)) if explicit else 0
-            units = _plan(files, consumer, consumers, shift)
+            units = _plan(files, consumer, consumers, shift, self._even_shares)
             if shuffle:
                 units = [units[i] for i in _rng(local_seed, *path, 2, consumer).permutation(len(units))]
             return _interleave(units, cycle_length, options, self._parallel_reads)
