@@ -111,3 +111,14 @@ def test_mixed_kinds_and_features_without_a_kind(tmp_path: Path) -> None:
     table = pq.read_table(tmp_path / "kindless.parquet")
     assert table.column("e").to_pylist() == [[], ["x"], None] and table.column("i").to_pylist() == [1, 2, 3]
     assert pa.types.is_list(table.schema.field("e").type)
+
+
+def test_output_compression_follows_the_suffix(tmp_path: Path) -> None:
+    source = jsonl(tmp_path / "t.jsonl", [{"id": i} for i in range(3)])
+    [gz] = rk.convert(source, tmp_path / "t.tfrecord.gz")
+    assert Path(gz).read_bytes()[:2] == b"\x1f\x8b"
+    [zz] = rk.convert(source, tmp_path / "t.tfrecord.zz")
+    assert Path(zz).read_bytes()[0] == 0x78
+    [plain] = rk.convert(source, tmp_path / "u.tfrecord.gz", compression="none")
+    assert rk.TFRecordReader(plain, compression="none").compression == "none"
+    assert [len(list(rk.TFRecordReader(p))) for p in (gz, zz)] == [3, 3]

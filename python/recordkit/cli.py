@@ -241,7 +241,7 @@ def _convert(args: argparse.Namespace) -> int:
     written = convert(
         sources if len(sources) > 1 else sources[0], args.destination,
         shards=args.shards, shard_size=parse_size(args.shard_size) if args.shard_size else None,
-        compression=None if args.output_compression == "none" else args.output_compression,
+        compression=args.output_compression,
         features=args.features.split(",") if args.features else None,
         source_format=args.source_format, destination_format=args.destination_format,
     )
@@ -328,8 +328,8 @@ def _parser() -> argparse.ArgumentParser:
     sharding = conv.add_mutually_exclusive_group()
     sharding.add_argument("--shards", type=int, help="write N files (TFRecord: DST-00000-of-0000N; OFRecord: N parts)")
     sharding.add_argument("--shard-size", help="start a new shard after this much, e.g. 100MB")
-    conv.add_argument("--compression", dest="output_compression", default="none", choices=["none", "gzip", "zlib"],
-                      help="of a TFRecord DST")
+    conv.add_argument("--compression", dest="output_compression", choices=["none", "gzip", "zlib"],
+                      help="of a TFRecord DST (default: from its suffix, .gz or .zz, else none)")
     conv.add_argument("--features", help="comma-separated features (columns) to keep, in this order")
     conv.add_argument("--from", dest="source_format", choices=FORMATS, help="the format of SRC, when its name does not say")
     conv.add_argument("--to", dest="destination_format", choices=FORMATS, help="the format of DST (ofrecord: a part-NNNNN folder)")

@@ -858,7 +858,8 @@ def convert(
         shard_size: Start a new shard after this many bytes (``"100MB"``).
             Without ``shards`` or ``shard_size``, outputs past ~100 MB are
             sharded by that rule and smaller ones stay one file.
-        compression: ``"gzip"`` or ``"zlib"`` for TFRecord output.
+        compression: ``"gzip"``, ``"zlib"`` or ``"none"`` for TFRecord output;
+            None (default) follows the destination's suffix (``.gz``, ``.zz``).
         features: Keep only these features (columns), in this order.
         progress: Report progress on stderr (default: when it is a terminal).
 
@@ -884,6 +885,11 @@ def convert(
         raise ValueError("writing image folders is not supported; images go into records, not out of them")
     if (shards or size or compression) and out_format not in ("tfrecord", "ofrecord"):
         raise ValueError(f"--shards, --shard-size and --compression apply to TFRecord and OFRecord output, not {out_format}")
+    if compression is None and out_format == "tfrecord":
+        lower = destination.lower()
+        compression = "gzip" if lower.endswith((".gz", ".gzip")) else "zlib" if lower.endswith((".zz", ".zlib")) else None
+    elif compression == "none":
+        compression = None
     reader_compression = "auto" if in_format == "tfrecord" else None
     copy_records = in_format == out_format and in_format in ("tfrecord", "ofrecord") and features is None
     src = _open_source(source, in_format, reader_compression, copy_records)
