@@ -24,7 +24,7 @@ from recordkit.conversion import FORMATS, convert, parse_size
 from recordkit.dataset import list_files, record_format
 from recordkit.errors import DataLossError, DataLossWarning, ParseError
 from recordkit.index import build_index
-from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records
+from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records, suffix_compression
 from recordkit.schema import infer_schema
 from recordkit.stats import feature_stats, plot_stats
 
@@ -157,7 +157,7 @@ def _cat(args: argparse.Namespace) -> int:
 
 def _salvage(args: argparse.Namespace) -> int:
     reader = TFRecordReader(args.source, args.compression, on_error="skip")
-    compression = args.output_compression
+    compression = args.output_compression or suffix_compression(args.destination) or "none"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataLossWarning)
         with TFRecordWriter(args.destination, compression=None if compression == "none" else compression) as writer:
@@ -294,7 +294,8 @@ def _parser() -> argparse.ArgumentParser:
     salvage.add_argument("source", metavar="SRC")
     salvage.add_argument("destination", metavar="DST")
     salvage.add_argument("--compression", default="auto", help='of SRC: "auto" (default), "none", "gzip" or "zlib"')
-    salvage.add_argument("--output-compression", default="none", choices=["none", "gzip", "zlib"], help="of DST")
+    salvage.add_argument("--output-compression", choices=["none", "gzip", "zlib"],
+                         help="of DST (default: from its suffix, .gz or .zz, else none)")
     salvage.set_defaults(run=_salvage)
     add("index", "Write an index (\"<offset> <size>\" per record, DALI's and tfrecord2idx's format) "
         "beside each uncompressed TFRecord file.", "recordkit index data/*.tfrecord").set_defaults(run=_index)

@@ -38,6 +38,7 @@ from recordkit.records import (
     TFRecordWriter,
     _reader_compression,
     count_records,
+    suffix_compression,
 )
 from recordkit.schema import infer_schema
 
@@ -886,8 +887,7 @@ def convert(
     if (shards or size or compression) and out_format not in ("tfrecord", "ofrecord"):
         raise ValueError(f"--shards, --shard-size and --compression apply to TFRecord and OFRecord output, not {out_format}")
     if compression is None and out_format == "tfrecord":
-        lower = destination.lower()
-        compression = "gzip" if lower.endswith((".gz", ".gzip")) else "zlib" if lower.endswith((".zz", ".zlib")) else None
+        compression = suffix_compression(destination)
     elif compression == "none":
         compression = None
     reader_compression = "auto" if in_format == "tfrecord" else None

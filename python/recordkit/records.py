@@ -61,6 +61,16 @@ def _writer_compression(compression: str | None) -> str:
     return compression.lower() or "none"
 
 
+def suffix_compression(path: str | os.PathLike[str]) -> str | None:
+    """The compression a file name asks for: ``"gzip"`` for ``.gz``/``.gzip``, ``"zlib"`` for ``.zz``/``.zlib``."""
+    name = os.fspath(path).lower()
+    if name.endswith((".gz", ".gzip")):
+        return "gzip"
+    if name.endswith((".zz", ".zlib")):
+        return "zlib"
+    return None
+
+
 @dataclass(frozen=True)
 class DamagedRegion:
     """A stretch of a file that was skipped because it was damaged.
