@@ -380,3 +380,22 @@ def test_even_shares_give_every_consumer_the_same_count(shards: tuple[Path, list
     write_shards(tmp_path, [5, 5], compression="gzip")
     with pytest.raises(ValueError, match="even_shares needs every file split by record ranges"):
         list(rk.Dataset(tmp_path, SPEC, even_shares=True))
+
+
+def test_index_files_spare_the_count_and_one_consumer_needs_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    everything = write_shards(tmp_path, [3000, 10])
+
+    def no_survey(*_: object) -> None:
+        raise AssertionError("one consumer reads whole files: nothing to count")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(dataset_module, "_survey", no_survey)
+        assert ids(rk.Dataset(tmp_path, SPEC).batch(100)) == everything
+    rk.build_index(rk.list_files(tmp_path))
+    read = []
+    real_read_index = dataset_module.read_index
+    monkeypatch.setattr(dataset_module, "read_index", lambda path: read.append(path) or real_read_index(path))
+    shares = consumers_ids(tmp_path, 3, 1, monkeypatch)
+    assert sorted(i for share in shares for i in share) == everything
+    assert sorted({len(share) for share in shares}) == [1003, 1004]
+    assert len(read) == 3 * 2, "each consumer takes both counts from the index files"

@@ -34,6 +34,7 @@ from recordkit._sources import PathLike, _fsspec, _split_url, open_input
 from recordkit.columnar import shard_names
 from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
+from recordkit.index import existing_index, read_index
 from recordkit.parsing import parse_example, parse_single_example
 from recordkit.records import _reader_compression
 
@@ -219,13 +220,19 @@ class _Unit:
 
 
 def _survey(path: str, fmt: RecordFormat) -> _Survey | None:
-    """Counts a local uncompressed file's records, headers only; None for files that cannot be split by range."""
+    """Counts a local uncompressed file's records, from its index file when it has
+    one (``recordkit index``), else from its headers; None for files that cannot be
+    split by range."""
     if _split_url(path)[0] is not None:
         return None  # remote: counting means reading the whole object
     scanner = _native.RecordScanner(path, name=path, format=fmt, verify=False)
     try:
         if scanner.compression != "none":
             return None  # reaching record i means decompressing everything before it
+        index = existing_index(path) if fmt == "tfrecord" else None
+        if index is not None:
+            offsets, _ = read_index(index)
+            return _Survey(len(offsets), offsets[::_CHECKPOINT_EVERY].copy())
         records, checkpoints = 0, []
         while True:
             offsets, _ = scanner.next_frames(64 * _CHECKPOINT_EVERY)
@@ -763,7 +770,8 @@ class Dataset:
         _, _, loader_seed = _worker_info()
         if not explicit and loader_seed is not None:
             local_seed = loader_seed  # fresh each DataLoader epoch, and agreed by its workers
-        files = self._surveyed()
+        # One consumer reads whole files: no need to count records first.
+        files = self._surveyed() if consumers > 1 or self._even_shares else [(p, f, None) for p, f in self._files]
         options = self._options
         cycle_length = self._cycle_length or (4 if shuffle else 1)
         if shuffle:

@@ -103,12 +103,18 @@ def read_index(index_path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarr
     return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
 
 
-def _index_for(path: str, index: str | None) -> tuple[np.ndarray, np.ndarray]:
-    if index is not None:
-        return read_index(index)
+def existing_index(path: str) -> str | None:
+    """An index file beside ``path`` (ours, DALI's or tfrecord2idx's) no older than the file, if any."""
     for candidate in (path + ".idx", path + ".index", os.path.splitext(path)[0] + ".tfindex"):
         if os.path.exists(candidate) and os.path.getmtime(candidate) >= os.path.getmtime(path):
-            return read_index(candidate)
+            return candidate
+    return None
+
+
+def _index_for(path: str, index: str | None) -> tuple[np.ndarray, np.ndarray]:
+    index = index or existing_index(path)
+    if index is not None:
+        return read_index(index)
     try:
         return read_index(build_index(path))  # cached beside the file
     except PermissionError:  # a read-only folder: keep the index in memory
