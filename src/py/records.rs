@@ -13,7 +13,9 @@ use numpy::{IntoPyArray, PyReadonlyArray1};
 use crate::columns::parse_examples;
 use crate::compression::{Compression, Encoder, Inflater};
 use crate::error::{Error, Result};
-use crate::example::{map_key_order, put_row, EntryLayout, Schema, Values};
+use crate::example::{
+    map_key_order, put_row, EntryLayout, ScalarRowPlan, ScalarValues, Schema, Values,
+};
 use crate::framing::{
     header_len, seal_frame_at, write_ofrecord, write_tfrecord, Format, Scanner, Span,
 };
@@ -297,10 +299,40 @@ pub struct PyRecordWriter {
 /// few enough that a chunk's buffer stays in cache-sized memory that is reused.
 const ENCODE_CHUNK_ROWS: usize = 2048;
 
+/// How the rows of a batch of columns are encoded.
+enum RowEncoder<'a> {
+    /// Every column holds one value per row, of a kind the plan encodes.
+    Scalar(ScalarRowPlan, Vec<ScalarValues<'a>>),
+    General,
+}
+
+impl<'a> RowEncoder<'a> {
+    fn for_columns(sources: &'a [ColumnSource<'a>], layouts: &[EntryLayout], wrap: bool) -> Self {
+        let one_each = |c: &ColumnSource<'_>| {
+            c.present.is_none() && c.splits.iter().enumerate().all(|(i, &s)| s == i as i64)
+        };
+        if !sources.iter().all(one_each) {
+            return RowEncoder::General;
+        }
+        let values: Option<Vec<ScalarValues<'a>>> = sources
+            .iter()
+            .map(|c| ScalarValues::of(c.values.all()))
+            .collect();
+        match values {
+            Some(values) => {
+                let refs: Vec<&EntryLayout> = layouts.iter().collect();
+                RowEncoder::Scalar(ScalarRowPlan::new(&refs, &values, wrap), values)
+            }
+            None => RowEncoder::General,
+        }
+    }
+}
+
 /// Rows `range` of the columns as framed records, back to back, in `out` (cleared first).
 fn encode_frames(
     sources: &[ColumnSource<'_>],
     layouts: &[EntryLayout],
+    encoder: &RowEncoder<'_>,
     range: std::ops::Range<usize>,
     format: Format,
     wrap: bool,
@@ -310,16 +342,21 @@ fn encode_frames(
     let mut scratch = Vec::new();
     let mut entries: Vec<(&EntryLayout, Option<Values<'_>>)> = Vec::with_capacity(sources.len());
     for row in range {
-        entries.clear();
-        for (c, layout) in sources.iter().zip(layouts) {
-            if c.present.is_none_or(|p| p[row]) {
-                let (start, end) = (c.splits[row] as usize, c.splits[row + 1] as usize);
-                entries.push((layout, Some(c.values.range(start, end))));
-            }
-        }
         let frame_start = out.len();
         out.resize(frame_start + header_len(format), 0);
-        put_row(out, &entries, wrap, &mut scratch);
+        match encoder {
+            RowEncoder::Scalar(plan, values) => plan.put_row(out, values, row),
+            RowEncoder::General => {
+                entries.clear();
+                for (c, layout) in sources.iter().zip(layouts) {
+                    if c.present.is_none_or(|p| p[row]) {
+                        let (start, end) = (c.splits[row] as usize, c.splits[row + 1] as usize);
+                        entries.push((layout, Some(c.values.range(start, end))));
+                    }
+                }
+                put_row(out, &entries, wrap, &mut scratch);
+            }
+        }
         seal_frame_at(out, frame_start, format);
     }
 }
@@ -492,6 +529,7 @@ impl PyRecordWriter {
         // like any C extension, this assumes no other thread resizes them meanwhile.
         let written = py.detach(|| -> Result<u64> {
             let wrap = schema == Schema::TensorFlow;
+            let encoder = RowEncoder::for_columns(&sources, &layouts, wrap);
             let mut written = 0u64;
             let mut write = |buffer: &[u8]| {
                 written += buffer.len() as u64;
@@ -510,7 +548,15 @@ impl PyRecordWriter {
             if threads <= 1 {
                 let mut buffer = Vec::new();
                 for range in chunks {
-                    encode_frames(&sources, &layouts, range, format, wrap, &mut buffer);
+                    encode_frames(
+                        &sources,
+                        &layouts,
+                        &encoder,
+                        range,
+                        format,
+                        wrap,
+                        &mut buffer,
+                    );
                     write(&buffer)?;
                 }
                 return Ok(written);
@@ -525,7 +571,8 @@ impl PyRecordWriter {
                     let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
                     empty_tx.send(Vec::new()).ok();
                     empty_tx.send(Vec::new()).ok();
-                    let (sources, layouts, chunks) = (&sources, &layouts, &chunks);
+                    let (sources, layouts, chunks, encoder) =
+                        (&sources, &layouts, &chunks, &encoder);
                     scope.spawn(move || {
                         for range in chunks.iter().skip(lane).step_by(threads) {
                             let Ok(mut buffer) = empty_rx.recv() else {
@@ -534,6 +581,7 @@ impl PyRecordWriter {
                             encode_frames(
                                 sources,
                                 layouts,
+                                encoder,
                                 range.clone(),
                                 format,
                                 wrap,
