@@ -33,7 +33,7 @@ def to_tensors(item: Any) -> Any:
 
 
 def _as_arrays(value: Any) -> Any:
-    return value.numpy() if isinstance(value, torch.Tensor) and value.device.type == "cpu" else value
+    return value.detach().numpy() if isinstance(value, torch.Tensor) and value.device.type == "cpu" else value
 
 
 class TorchBatch(dict):  # type: ignore[type-arg]
