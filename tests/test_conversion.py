@@ -122,3 +122,16 @@ def test_output_compression_follows_the_suffix(tmp_path: Path) -> None:
     [plain] = rk.convert(source, tmp_path / "u.tfrecord.gz", compression="none")
     assert rk.TFRecordReader(plain, compression="none").compression == "none"
     assert [len(list(rk.TFRecordReader(p))) for p in (gz, zz)] == [3, 3]
+
+
+def test_categorical_and_time_columns(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    frame = pd.DataFrame({"kind": pd.Categorical(["cat", "dog", "cat"]),
+                          "at": pd.to_datetime(["2024-01-01", "2024-01-02", None]).as_unit("s")})
+    frame.to_parquet(tmp_path / "t.parquet")
+    with pytest.warns(UserWarning, match="'at': timestamp.* int64"):
+        [out] = rk.convert(tmp_path / "t.parquet", tmp_path / "t.tfrecord")
+    rows = [rk.decode_example(r) for r in rk.TFRecordReader(out)]
+    assert [r["kind"] for r in rows] == [[b"cat"], [b"dog"], [b"cat"]]
+    assert rows[0]["at"].tolist() == [1_704_067_200_000] and "at" not in rows[2]  # Parquet keeps ms

@@ -8,6 +8,7 @@ NumPy (or pyarrow, or pandas) columns.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -178,10 +179,25 @@ def _from_lists(name: str, rows_list: list, schema: str) -> tuple[int, Column]:
     return len(rows_list), (kind, values, splits, None if present.all() else present)
 
 
+def _plain_arrow(name: str, array: Any) -> Any:
+    """Dictionary-encoded columns decoded; dates and times as int64 counts of their unit
+    since the epoch (with a warning: a tf.train.Feature has no time type)."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if pa.types.is_temporal(array.type):
+        warnings.warn(f"column {name!r}: {array.type} values are stored as int64 counts of their unit "
+                      "(tf.train.Example has no time type)", UserWarning, stacklevel=5)
+        array = array.cast(pa.int64()) if array.type.bit_width == 64 else array.cast(pa.int32()).cast(pa.int64())
+    return array
+
+
 def _from_arrow(name: str, array: Any, schema: str) -> tuple[int, Column]:
     import pyarrow as pa
 
     array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    array = _plain_arrow(name, array)
     present = None if array.null_count == 0 else ~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
         if pa.types.is_fixed_size_list(array.type):

@@ -288,7 +288,9 @@ def _arrow_info(field: Any) -> _ColumnInfo:
     kind_type, scalar = field.type, True
     if pa.types.is_list(kind_type) or pa.types.is_large_list(kind_type) or pa.types.is_fixed_size_list(kind_type):
         kind_type, scalar = kind_type.value_type, False
-    if pa.types.is_integer(kind_type) or pa.types.is_boolean(kind_type):
+    if pa.types.is_dictionary(kind_type):
+        kind_type = kind_type.value_type
+    if pa.types.is_integer(kind_type) or pa.types.is_boolean(kind_type) or pa.types.is_temporal(kind_type):
         return _ColumnInfo("int64", scalar)
     if pa.types.is_floating(kind_type):
         return _ColumnInfo("float", scalar)
