@@ -135,3 +135,17 @@ def test_categorical_and_time_columns(tmp_path: Path) -> None:
     rows = [rk.decode_example(r) for r in rk.TFRecordReader(out)]
     assert [r["kind"] for r in rows] == [[b"cat"], [b"dog"], [b"cat"]]
     assert rows[0]["at"].tolist() == [1_704_067_200_000] and "at" not in rows[2]  # Parquet keeps ms
+
+
+def test_stats_are_the_same_parsed_in_columns_or_record_by_record(conformance_dir: Path, tmp_path: Path) -> None:
+    # One record that is not an Example sends the whole file down the record-by-record path.
+    records = list(rk.TFRecordReader(conformance_dir / "varlen.tfrecord"))
+    with rk.TFRecordWriter(tmp_path / "mixed.tfrecord") as writer:
+        writer.write_many([b"x", *records])
+    n_columns, columns = rk.feature_stats(conformance_dir / "varlen.tfrecord")
+    n_records, one_by_one = rk.feature_stats(tmp_path / "mixed.tfrecord")
+    assert n_records == n_columns + 1 and columns.keys() == one_by_one.keys()
+    for name, stats in columns.items():
+        other = one_by_one[name].to_json()
+        other["missing"] -= 1
+        assert stats.to_json() == other, name

@@ -19,7 +19,7 @@ from recordkit.features import FeatureSpec
 from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
 from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing
 
-__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names"]
+__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches", "per_file_limit"]
 
 
 def _paths(paths: Source | Sequence[Source]) -> list[Source]:
@@ -58,19 +58,49 @@ def read_examples(
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
     requests = _Requests()
     _plan_example(features, requests)
-    request_list = requests.as_list()
-    for path in _paths(paths):
+    for count, columns in example_column_batches(_paths(paths), requests.as_list(), batch_size,
+                                                 compression=compression, verify=verify):
+        yield _assemble(features, _columns(requests, columns), count, single=False)
+
+
+def per_file_limit(limit: int, files: int) -> int:
+    """How many records each of ``files`` files gives to a sample of ``limit``, so that it sees every file's start."""
+    return max(1, -(-limit // files))
+
+
+def example_column_batches(
+    paths: Sequence[Source],
+    requests: list[tuple[str, str]],
+    batch_size: int,
+    *,
+    compression: str | None = "auto",
+    verify: bool = True,
+    limit: int | None = None,
+) -> Iterator[tuple[int, list[Any]]]:
+    """``(records, [(values, counts, uniform)] per request)`` batches of Examples, framed,
+    checked and parsed in one Rust call each (counts are -1 where a record lacks the
+    feature). Batches do not span files. With ``limit``, at most that many records,
+    taken from every file in turn (:func:`per_file_limit`)."""
+    taken = 0
+    for path in paths:
+        want = None if limit is None else min(per_file_limit(limit, len(paths)), limit - taken)
+        if want is not None and want <= 0:
+            return
         opened = open_input(path)
         try:
             scanner = _native.RecordScanner(
                 opened.handle, name=opened.name, compression=_reader_compression(compression), verify=verify
             )
             try:
-                while True:
-                    count, columns = scanner.next_example_batch(batch_size, request_list)
+                read = 0
+                while want is None or read < want:
+                    count, columns = scanner.next_example_batch(
+                        batch_size if want is None else min(batch_size, want - read), requests)
                     if not count:
                         break
-                    yield _assemble(features, _columns(requests, columns), count, single=False)
+                    read += count
+                    yield count, columns
+                taken += read
             finally:
                 scanner.close()
         finally:

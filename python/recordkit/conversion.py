@@ -27,8 +27,8 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import AtomicTarget, PathLike, open_input
-from recordkit.columnar import Column, _normalize, _write, shard_names
+from recordkit._sources import AtomicTarget, PathLike
+from recordkit.columnar import Column, _normalize, _write, example_column_batches, shard_names
 from recordkit.dataset import _ONEFLOW_PART, list_files, record_format
 from recordkit.images import image_shape
 from recordkit.records import (
@@ -36,7 +36,6 @@ from recordkit.records import (
     OFRecordWriter,
     TFRecordReader,
     TFRecordWriter,
-    _reader_compression,
     count_records,
     suffix_compression,
 )
@@ -249,27 +248,14 @@ class _RecordSource(_Source):
     def _parsed_chunks(self) -> Iterator[Chunk]:
         """Chunks framed, checked and parsed into columns by Rust, one call per chunk."""
         requests = [(name, _REQUEST_DTYPES[info.kind]) for name, info in self.columns.items()]
-        for path in self.files:
-            opened = open_input(path)
-            try:
-                scanner = _native.RecordScanner(opened.handle, name=opened.name,
-                                                compression=_reader_compression(self.compression))
-                try:
-                    while True:
-                        rows, parsed = scanner.next_example_batch(_CHUNK_ROWS, requests)
-                        if not rows:
-                            break
-                        columns = {}
-                        for (name, info), (values, counts, _) in zip(self.columns.items(), parsed):
-                            present = counts >= 0
-                            splits = np.zeros(rows + 1, dtype=np.int64)
-                            np.cumsum(np.where(present, counts, 0), out=splits[1:])
-                            columns[name] = (_NATIVE_KINDS[info.kind], values, splits, None if present.all() else present)
-                        yield rows, columns
-                finally:
-                    scanner.close()
-            finally:
-                opened.close()
+        for rows, parsed in example_column_batches(self.files, requests, _CHUNK_ROWS, compression=self.compression):
+            columns = {}
+            for (name, info), (values, counts, _) in zip(self.columns.items(), parsed):
+                present = counts >= 0
+                splits = np.zeros(rows + 1, dtype=np.int64)
+                np.cumsum(np.where(present, counts, 0), out=splits[1:])
+                columns[name] = (_NATIVE_KINDS[info.kind], values, splits, None if present.all() else present)
+            yield rows, columns
 
     def _chunk(self, batch: list[dict[str, Any]]) -> Chunk:
         columns = {}

@@ -16,6 +16,7 @@ import numpy as np
 
 from recordkit import _native, train
 from recordkit._sources import PathLike
+from recordkit.columnar import per_file_limit
 from recordkit.dataset import RecordFormat, list_files, record_format
 from recordkit.features import FeatureSpec, FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
 from recordkit.records import OFRecordReader, TFRecordReader
@@ -248,7 +249,7 @@ def sample_records(
             for record in _records(path, fmt, compression):
                 yield path, fmt, record
         return
-    per_file = max(1, -(-limit // len(files)))
+    per_file = per_file_limit(limit, len(files))
     taken = 0
     for path, fmt in zip(files, formats):
         for record in itertools.islice(_records(path, fmt, compression), min(per_file, limit - taken)):

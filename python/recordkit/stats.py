@@ -8,6 +8,7 @@ per feature (exact when there are fewer).
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
@@ -16,7 +17,8 @@ import numpy as np
 
 from recordkit._sources import PathLike
 from recordkit.dataset import list_files, record_format
-from recordkit.schema import decode_any, sample_records
+from recordkit.columnar import example_column_batches
+from recordkit.schema import decode_any, infer_schema, sample_records
 
 __all__ = ["FeatureStats", "feature_stats", "plot_stats"]
 
@@ -30,21 +32,26 @@ class _Reservoir:
     """A uniform sample of a stream of numbers (Algorithm R, a chunk at a time)."""
 
     def __init__(self, rng: np.random.Generator) -> None:
-        self.values = np.empty(0)
+        self._values = np.empty(_RESERVOIR)
+        self._filled = 0
         self.seen = 0
         self.rng = rng
 
+    @property
+    def values(self) -> np.ndarray:
+        return self._values[: self._filled]
+
     def add(self, values: np.ndarray) -> None:
         values = np.asarray(values, dtype=np.float64).reshape(-1)
-        room = _RESERVOIR - len(self.values)
-        if room > 0:
-            self.values = np.concatenate([self.values, values[:room]])
-            self.seen += min(room, len(values))
-            values = values[room:]
+        first = values[: _RESERVOIR - self._filled]
+        self._values[self._filled : self._filled + len(first)] = first
+        self._filled += len(first)
+        self.seen += len(first)
+        values = values[len(first):]
         if len(values):
             positions = np.arange(self.seen, self.seen + len(values)) + 1
             accepted = self.rng.random(len(values)) < _RESERVOIR / positions
-            self.values[self.rng.integers(0, _RESERVOIR, int(accepted.sum()))] = values[accepted]
+            self._values[self.rng.integers(0, _RESERVOIR, int(accepted.sum()))] = values[accepted]
             self.seen += len(values)
 
 
@@ -95,27 +102,43 @@ def _text(value: bytes) -> str:
 
 
 class _Accumulator:
+    """One feature's statistics, gathered a batch of records at a time."""
+
     def __init__(self, name: str, rng: np.random.Generator) -> None:
         self.name = name
         self.kinds: set[str] = set()
         self.count = 0
-        self.counts: list[int] = []
+        self.counts: list[np.ndarray] = []
         self.total = 0.0
         self.numbers = 0
         self.non_finite = 0
         self.low = np.inf
         self.high = -np.inf
         self.reservoir = _Reservoir(rng)
+        self.byte_strings = 0
+        self.length_total = 0
+        self.shortest = np.inf
+        self.longest = 0
         self.lengths = _Reservoir(rng)
         self.top: collections.Counter[bytes] = collections.Counter()
 
-    def add(self, kind: str | None, values: Any) -> None:
-        self.counts.append(len(values))
-        if kind is None or not len(values):
+    def add_counts(self, records: int, counts: np.ndarray) -> None:
+        """``records`` more records hold the feature, with ``counts`` values each (per step, for a feature list)."""
+        self.count += records
+        self.counts.append(counts)
+
+    def add_values(self, kind: str, values: Any) -> None:
+        """Values of ``kind``: a NumPy array, or a list of bytes."""
+        if not len(values):
             return
         self.kinds.add(kind)
         if kind == "bytes_list":
-            self.lengths.add(np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
+            lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+            self.byte_strings += len(lengths)
+            self.length_total += int(lengths.sum())
+            self.shortest = min(self.shortest, int(lengths.min()))
+            self.longest = max(self.longest, int(lengths.max()))
+            self.lengths.add(lengths)
             self.top.update(v for v in values if len(v) <= _SHORT)
             return
         numbers = np.asarray(values, dtype=np.float64)
@@ -133,22 +156,26 @@ class _Accumulator:
                  "double_list": "double", "int32_list": "int32"}
         names = {kinds[k] for k in self.kinds}
         kind = names.pop() if len(names) == 1 else ("none" if not names else "mixed")
-        counts = np.array(self.counts)
+        counts = np.concatenate(self.counts) if self.counts else np.zeros(0, np.int64)
         out = FeatureStats(self.name, kind, count=self.count, missing=records - self.count, values=int(counts.sum()))
         if len(counts):
             out.values_per_record = {"min": int(counts.min()), "mean": round(float(counts.mean()), 3), "max": int(counts.max())}
         if kind == "bytes":
-            lengths = self.lengths.values
-            if len(lengths):
-                out.lengths = {"min": int(lengths.min()), "mean": round(float(lengths.mean()), 1), "max": int(lengths.max())}
+            if self.byte_strings:
+                out.lengths = {"min": int(self.shortest), "mean": round(self.length_total / self.byte_strings, 1),
+                               "max": int(self.longest)}
             out.top = self.top.most_common(_TOP)
-            out.sample = lengths
+            out.sample = self.lengths.values
         elif self.numbers:
             out.min, out.max, out.mean = self.low, self.high, self.total / self.numbers
             out.quantiles = {q: float(np.quantile(self.reservoir.values, q)) for q in _QUANTILES}
             out.non_finite = self.non_finite
             out.sample = self.reservoir.values
         return out
+
+
+_LIST_KINDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_list"}
+_REQUEST_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
 
 
 def feature_stats(
@@ -162,28 +189,53 @@ def feature_stats(
     """``(records read, {feature: FeatureStats})`` over every record (or ``limit`` of them).
 
     A SequenceExample's context features keep their names; its feature lists
-    are reported as ``name[]``, over all their steps.
+    are reported as ``name[]``, over all their steps. Plain Examples are
+    parsed into columns in Rust, a batch per call; other records are decoded
+    one by one and gathered a batch at a time.
     """
     files = list_files(source)
-    ofrecord = (record_format(files[0]) if format == "auto" else format) == "ofrecord"
+    schema = infer_schema(files, limit=limit, format=format, compression=compression)
     rng = np.random.default_rng(seed)
     features: dict[str, _Accumulator] = {}
+
+    def accumulator(name: str) -> _Accumulator:
+        return features.get(name) or features.setdefault(name, _Accumulator(name, rng))
+
+    columnar = (
+        schema.container == "example" and not schema.undecodable and schema.features
+        and all(info.kind in _LIST_KINDS and not info.kindless for info in schema.features.values())
+    )
     records = 0
-    for _, _, record in sample_records(files, limit, format=format, compression=compression):
-        records += 1
-        try:
-            context, lists, _ = decode_any(record, ofrecord)
-        except ValueError:
-            continue  # not a message: it counts as a record without any feature
-        for name, (kind, values) in context.items():
-            acc = features.get(name) or features.setdefault(name, _Accumulator(name, rng))
-            acc.count += 1
-            acc.add(kind, values)
-        for name, steps in lists.items():
-            acc = features.get(name + "[]") or features.setdefault(name + "[]", _Accumulator(name + "[]", rng))
-            acc.count += 1
-            for kind, values in steps:
-                acc.add(kind, values)
+    if columnar:
+        requests = [(name, _REQUEST_DTYPES[info.kind]) for name, info in schema.features.items()]
+        for rows, parsed in example_column_batches(files, requests, 4096, compression=compression, limit=limit):
+            records += rows
+            for (name, info), (values, counts, _) in zip(schema.features.items(), parsed):
+                kind, held = _LIST_KINDS[info.kind], counts[counts >= 0]
+                accumulator(name).add_counts(len(held), held)
+                accumulator(name).add_values(kind, list(values) if kind == "bytes_list" else values)
+    else:
+        ofrecord = schema.container == "ofrecord"
+        stream = (record for _, _, record in sample_records(files, limit, format=format, compression=compression))
+        while batch := list(itertools.islice(stream, 4096)):
+            records += len(batch)
+            gathered: dict[str, list[list[tuple[str | None, Any]]]] = {}
+            for record in batch:
+                try:
+                    context, lists, _ = decode_any(record, ofrecord)
+                except ValueError:
+                    continue  # not a message: it counts as a record without any feature
+                for name, entry in context.items():
+                    gathered.setdefault(name, []).append([entry])
+                for name, steps in lists.items():
+                    gathered.setdefault(name + "[]", []).append(steps)
+            for name, per_record in gathered.items():
+                entries = [entry for steps in per_record for entry in steps]
+                acc = accumulator(name)
+                acc.add_counts(len(per_record), np.fromiter((len(v) for _, v in entries), np.int64, count=len(entries)))
+                for kind in {k for k, _ in entries if k is not None}:
+                    same = [v for k, v in entries if k == kind]
+                    acc.add_values(kind, [b for v in same for b in v] if kind == "bytes_list" else np.concatenate(same))
     return records, {name: acc.finish(records) for name, acc in sorted(features.items())}
 
 
