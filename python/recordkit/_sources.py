@@ -14,7 +14,7 @@ from typing import IO, Any, Callable, Union
 PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, IO[bytes]]
 
-__all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "display_name"]
+__all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "display_name", "require"]
 
 
 def _is_file_object(obj: Any) -> bool:
@@ -39,14 +39,18 @@ def _split_url(path: str) -> tuple[str | None, str]:
     return None, path
 
 
-def _fsspec() -> Any:
+def require(module: str, extra: str, purpose: str) -> Any:
+    """Imports an optional dependency, or fails with one line saying what to install."""
+    import importlib
+
     try:
-        import fsspec
+        return importlib.import_module(module)
     except ImportError:
-        raise ImportError(
-            "reading or writing URLs needs fsspec: pip install 'recordkit[fsspec]'"
-        ) from None
-    return fsspec
+        raise ImportError(f"{purpose} needs {module.split('.')[0]}: pip install 'recordkit[{extra}]'") from None
+
+
+def _fsspec() -> Any:
+    return require("fsspec", "fsspec", "reading or writing URLs")
 
 
 @dataclass

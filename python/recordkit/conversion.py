@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import AtomicTarget, PathLike
+from recordkit._sources import AtomicTarget, PathLike, require
 from recordkit.columnar import Column, _normalize, _write, example_column_batches, shard_names
 from recordkit.dataset import _ONEFLOW_PART, list_files, record_format
 from recordkit.images import image_shape
@@ -58,15 +58,6 @@ _NATIVE_KINDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_l
                  "double": "double_list", "int32": "int32_list"}
 _REQUEST_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
 _DTYPES = {"int64": np.int64, "float": np.float32, "double": np.float64, "int32": np.int32}
-
-
-def _optional(module: str, extra: str, purpose: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(f"{purpose} needs {module.split('.')[0]}: pip install 'recordkit[{extra}]'") from None
 
 
 def parse_size(text: str) -> int:
@@ -289,7 +280,7 @@ def _arrow_info(field: Any) -> _ColumnInfo:
 
 class _ParquetSource(_Source):
     def __init__(self, path: str) -> None:
-        pq = _optional("pyarrow.parquet", "arrow", "reading Parquet")
+        pq = require("pyarrow.parquet", "arrow", "reading Parquet")
         self.file = pq.ParquetFile(path)
         self.rows = self.file.metadata.num_rows
         self.columns = {field.name: _arrow_info(field) for field in self.file.schema_arrow}
@@ -671,8 +662,8 @@ class _TableSink(_Sink):
         self.destination = destination
         self.file: Any = None
         if fmt == "parquet":
-            pa = _optional("pyarrow", "arrow", "writing Parquet")
-            pq = _optional("pyarrow.parquet", "arrow", "writing Parquet")
+            pa = require("pyarrow", "arrow", "writing Parquet")
+            pq = require("pyarrow.parquet", "arrow", "writing Parquet")
             self.pa = pa
             self.arrow_schema = pa.schema([(name, self._arrow_type(info)) for name, info in columns.items()])
             self.file = pq.ParquetWriter(self.target.handle, self.arrow_schema)

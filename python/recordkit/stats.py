@@ -15,7 +15,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from recordkit._sources import PathLike
+from recordkit._sources import PathLike, require
 from recordkit.dataset import list_files, record_format
 from recordkit.columnar import example_column_batches
 from recordkit.schema import decode_any, infer_schema, sample_records
@@ -280,13 +280,9 @@ def plot_stats(stats: dict[str, FeatureStats], path: str | os.PathLike[str], *, 
 
 
 def _write_png(charts: list[tuple[str, list[str], list[int]]], path: str, title: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ImportError("PNG plots need matplotlib: pip install 'recordkit[plot]' (or write .html, which needs nothing)") from None
+    matplotlib = require("matplotlib", "plot", "a PNG plot (.html needs nothing)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     columns = 2 if len(charts) > 1 else 1
     rows = max(1, -(-len(charts) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(6 * columns, 3.2 * rows), squeeze=False)
