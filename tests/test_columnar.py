@@ -63,6 +63,14 @@ def test_missing_rows_and_fixed_width_strings(tmp_path: Path) -> None:
     assert [d["s"] for d in decoded] == [[b"a\x00b"], [b""], [b"abc"]]
 
 
+def test_python_strings_keep_their_trailing_nuls(tmp_path: Path) -> None:
+    # A list of bytes must not go through NumPy's S dtype, which drops trailing NULs.
+    for column in ([b"ab\x00", b"c"], [[b"x\x00", b"y"], [b"c", b"\x00"]], [[b"ab\x00"], [b"c", b"\x00"]]):
+        [path] = rk.write_examples(tmp_path / "n.tfrecord", {"raw": column})
+        decoded = [rk.decode_example(r)["raw"] for r in rk.TFRecordReader(path)]
+        assert decoded == [row if isinstance(row, list) else [row] for row in column], column
+
+
 def test_shards(tmp_path: Path) -> None:
     paths = rk.write_examples(tmp_path / "out" / "train.tfrecord.gz", columns(10), shards=3, compression="gzip")
     assert [os.path.basename(p) for p in paths] == [f"train-0000{i}-of-00003.tfrecord.gz" for i in range(3)]

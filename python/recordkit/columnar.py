@@ -193,7 +193,9 @@ def _from_lists(name: str, rows_list: list, schema: str) -> tuple[int, Column]:
             pieces.append(np.array([v], dtype=object))
         else:
             piece = np.asarray(v)
-            pieces.append(piece.reshape(-1) if piece.dtype != object else piece.reshape(-1))
+            if piece.dtype.kind in "SU" and not isinstance(v, np.ndarray):
+                piece = np.array(v, dtype=object)  # as above: keep trailing NULs
+            pieces.append(piece.reshape(-1))
     lengths = np.array([len(p) if v is not None else 0 for p, v in zip(pieces, rows_list)], dtype=np.int64)
     typed = [p for p, v in zip(pieces, rows_list) if v is not None and len(p)]
     if typed:
@@ -282,6 +284,8 @@ def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
                 array = np.asarray(column)
             except ValueError:
                 array = None  # ragged
+            if array is not None and array.dtype.kind in "SU":
+                array = np.array(column, dtype=object)  # the Python strings as they are: NumPy's S and U drop trailing NULs
             if array is not None and array.dtype != object:
                 n, normalized = _from_array(name, array, schema)
             else:
