@@ -149,3 +149,10 @@ def test_stats_are_the_same_parsed_in_columns_or_record_by_record(conformance_di
         other = one_by_one[name].to_json()
         other["missing"] -= 1
         assert stats.to_json() == other, name
+
+
+def test_npz_refuses_byte_strings_that_numpy_would_cut(tmp_path: Path) -> None:
+    rk.write_examples(tmp_path / "t.tfrecord", {"raw": [b"ab\x00", b"c"]})
+    with pytest.raises(ValueError, match="ending in NUL"):
+        rk.convert(tmp_path / "t.tfrecord", tmp_path / "t.npz")
+    assert not (tmp_path / "t.npz").exists()

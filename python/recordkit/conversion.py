@@ -766,16 +766,19 @@ class _NpzSink(_Sink):
         arrays: dict[str, np.ndarray] = {}
         for name, info in self.columns.items():
             values_parts, splits_parts, offset, whole = [], [np.zeros(1, np.int64)], 0, True
-            for kind, values, splits, present in self.parts[name]:
-                if kind == "bytes_fixed":
-                    values = values.tolist()
-                values_parts.append(np.array([_utf8(v) for v in values], dtype="S") if info.kind == "bytes" else np.asarray(values))
+            for kind, values, splits, _ in self.parts[name]:
+                if info.kind == "bytes":
+                    strings = values.tolist() if kind == "bytes_fixed" else [_utf8(v) for v in values]
+                    if any(v.endswith(b"\x00") for v in strings):
+                        raise ValueError(f"column {name!r}: byte strings ending in NUL cannot be stored in "
+                                         ".npz 'S' arrays (NumPy drops the NULs); convert to Parquet")
+                    values_parts.append(np.array(strings, dtype="S"))
+                else:
+                    values_parts.append(np.asarray(values))
                 splits_parts.append(splits[1:] + offset)
                 offset += int(splits[-1])
                 whole &= bool((np.diff(splits) == 1).all())
             values = np.concatenate(values_parts) if values_parts else np.zeros(0)
-            if info.kind == "bytes" and any(v.endswith(b"\x00") for part in self.parts[name] for v in _bytes_of(part)):
-                raise ValueError(f"column {name!r}: byte strings ending in NUL cannot be stored in .npz 'S' arrays; convert to Parquet")
             if whole:
                 arrays[name] = values
             else:
@@ -793,11 +796,6 @@ class _NpzSink(_Sink):
 
     def abort(self) -> None:
         self.parts.clear()
-
-
-def _bytes_of(column: Column) -> list[bytes]:
-    kind, values, _, _ = column
-    return values.tolist() if kind == "bytes_fixed" else [_utf8(v) for v in values]
 
 
 # --- the conversion ------------------------------------------------------------------------
