@@ -31,13 +31,17 @@ def best_of(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
     return best, result
 
 
-def best_of_each(fns: list[Callable[[], object]], repeats: int) -> list[tuple[float, object]]:
+def best_of_each(fns: list[Callable[[], object]], repeats: int,
+                 setups: list[Callable[[], object] | None] | None = None) -> list[tuple[float, object]]:
     """Best wall time of each function, their runs interleaved (a, b, a, b, ...) so that
-    drift in the machine's load hits every contender alike. Returns (seconds, result) each."""
+    drift in the machine's load hits every contender alike. Returns (seconds, result) each.
+    ``setups[i]``, where given, runs before each run of ``fns[i]``, outside the timing."""
     best = [float("inf")] * len(fns)
     results: list[object] = [None] * len(fns)
     for _ in range(repeats):
         for i, fn in enumerate(fns):
+            if setups and setups[i]:
+                setups[i]()
             gc.collect()
             start = time.perf_counter()
             results[i] = fn()

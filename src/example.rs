@@ -233,6 +233,48 @@ pub fn for_each_entry<'a>(map: &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Resul
     })
 }
 
+/// Calls `f(entry)` for each feature of an Example laid out as protobuf
+/// writes it (one `features` field spanning the record, every entry a key and
+/// then a value) and returns true; returns false where the layout differs,
+/// possibly after some calls, and the caller starts over with
+/// [`for_each_example_entry`], which reads every layout. One flat loop: the
+/// general reader's nested callbacks cost twice the instructions.
+#[inline(always)]
+pub fn for_each_canonical_entry<'a>(example: &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> bool {
+    if example.is_empty() {
+        return true;
+    }
+    let mut pos = 0;
+    let Some(features) = len_field_at(example, &mut pos, 0x0a) else {
+        return false;
+    };
+    if pos != example.len() {
+        return false;
+    }
+    let mut at = 0;
+    while at < features.len() {
+        let Some(raw) = len_field_at(features, &mut at, 0x0a) else {
+            return false;
+        };
+        let mut p = 0;
+        let Some(key) = len_field_at(raw, &mut p, 0x0a) else {
+            return false;
+        };
+        let Some(value) = len_field_at(raw, &mut p, 0x12) else {
+            return false;
+        };
+        if p != raw.len() {
+            return false;
+        }
+        f(Entry {
+            key,
+            value: Some(value),
+            raw,
+        });
+    }
+    true
+}
+
 /// Calls `f(entry)` for each feature of an Example: the entries of every
 /// `features` field, in order (protobuf merges repeated sub-messages).
 pub fn for_each_example_entry<'a>(
@@ -684,18 +726,6 @@ impl<'a> ScalarValues<'a> {
             Values::Double(_) | Values::Int32(_) => None,
         }
     }
-
-    #[inline]
-    fn bytes_at(&self, row: usize) -> &'a [u8] {
-        match *self {
-            ScalarValues::Bytes(v) => v[row],
-            ScalarValues::FixedBytes { data, width } => {
-                let cell = &data[row * width..(row + 1) * width];
-                &cell[..cell.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)]
-            }
-            ScalarValues::Int64(_) | ScalarValues::Float(_) => unreachable!(),
-        }
-    }
 }
 
 /// The bytes of one map entry before its value, when they depend only on the
@@ -725,92 +755,257 @@ fn bytes_entry_sizes(layout: &EntryLayout, len: usize) -> (usize, usize, usize) 
     (list, feature, entry)
 }
 
+/// Bytes that [`ScalarRowPlan::put_row`] may write past a row's end: short
+/// prefixes are copied as one fixed-size block (two vector moves, not a
+/// `memcpy` call), whose tail the next field then overwrites.
+pub const ROW_SLACK: usize = 32;
+
+/// Prefix bytes, stored padded to [`ROW_SLACK`] for the fixed-size copy.
+struct Prefix {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Prefix {
+    fn new(mut bytes: Vec<u8>) -> Self {
+        let len = bytes.len();
+        bytes.resize(len.max(ROW_SLACK), 0);
+        Prefix { bytes, len }
+    }
+
+    /// Writes the prefix at `out[pos..]`, which has `ROW_SLACK` bytes to
+    /// spare past it, and returns the position after it.
+    #[inline(always)]
+    fn put(&self, out: &mut [u8], pos: usize) -> usize {
+        if self.len <= ROW_SLACK {
+            out[pos..pos + ROW_SLACK].copy_from_slice(&self.bytes[..ROW_SLACK]);
+        } else {
+            out[pos..pos + self.len].copy_from_slice(&self.bytes[..self.len]);
+        }
+        pos + self.len
+    }
+}
+
+#[inline(always)]
+fn put_varint_at(out: &mut [u8], mut pos: usize, mut value: u64) -> usize {
+    while value >= 0x80 {
+        out[pos] = (value as u8) | 0x80;
+        value >>= 7;
+        pos += 1;
+    }
+    out[pos] = value as u8;
+    pos + 1
+}
+
 /// Encodes rows whose every feature holds exactly one value (the common
-/// tabular case) from bytes prepared once per column: a float entry is a
-/// constant prefix and 4 bytes; an int64 entry one of ten prefixes (by the
-/// varint's length) and the varint. Bytes output is identical to [`put_row`]'s.
-pub struct ScalarRowPlan {
-    columns: Vec<ScalarPlan>,
+/// tabular case) in one pass, from bytes prepared once per column: a float
+/// entry is a constant prefix and 4 bytes; an int64 entry one of ten prefixes
+/// (by the varint's length) and the varint; a short byte string a prefix whose
+/// four length bytes are its length plus constants. Bytes identical to [`put_row`]'s.
+pub struct ScalarRowPlan<'a> {
+    columns: Vec<ScalarColumn<'a>>,
     wrap: bool,
+    /// The most bytes a row takes beside its byte strings.
+    row_bound: usize,
 }
 
-enum ScalarPlan {
-    Float(Vec<u8>),
+/// One column's values with the bytes prepared for them.
+enum ScalarColumn<'a> {
+    Float(Prefix, &'a [f32]),
     /// Prefixes for varint lengths 1 to 10 (index 0 unused).
-    Int64(Vec<Vec<u8>>),
-    Bytes(EntryLayout),
+    Int64(Vec<Prefix>, &'a [i64]),
+    Bytes(BytesPlan, &'a [&'a [u8]]),
+    FixedBytes(BytesPlan, &'a [u8], usize),
 }
 
-impl ScalarRowPlan {
-    /// The plan for `layouts` (in key order) over `values` of the same order;
-    /// with `wrap`, rows are Examples, else bare feature maps.
-    pub fn new(layouts: &[&EntryLayout], values: &[ScalarValues<'_>], wrap: bool) -> Self {
+/// A bytes entry. Values shorter than `short_below` bytes make every length
+/// in the prefix one byte, so the prefix for `len` is `short` (made for length
+/// 0) with `len` added to the bytes at `length_at`.
+struct BytesPlan {
+    layout: EntryLayout,
+    short: Prefix,
+    short_below: usize,
+    length_at: [usize; 4],
+}
+
+impl BytesPlan {
+    fn new(layout: &EntryLayout) -> Self {
+        let key = layout.key_field.len();
+        // entry = key + 2 + feature, feature = 2 + list, list = 2 + len:
+        // all below 0x80 while len < 0x80 - 6 - key.
+        let short_below = (0x80 - 6usize).saturating_sub(key);
+        BytesPlan {
+            layout: layout.clone(),
+            short: Prefix::new(scalar_prefix(layout, 0)),
+            short_below,
+            // 0a [entry] key 12 [feature] tag [list] 0a [len]
+            length_at: [1, key + 3, key + 5, key + 7],
+        }
+    }
+
+    /// Writes the entry for `value` at `out[pos..]` and returns the position
+    /// after it; `readable` is `value` followed by whatever bytes may be read
+    /// after it.
+    #[inline(always)]
+    fn put(&self, out: &mut [u8], pos: usize, value: &[u8], readable: &[u8]) -> usize {
+        let len = value.len();
+        let at = if len < self.short_below {
+            let end = self.short.put(out, pos);
+            // Stored, not added in place: reading back a byte of the block
+            // just stored stalls store forwarding (it was 10% of the time).
+            for offset in self.length_at {
+                out[pos + offset] = self.short.bytes[offset] + len as u8;
+            }
+            end
+        } else {
+            let (list, feature, entry) = bytes_entry_sizes(&self.layout, len);
+            out[pos] = 0x0a;
+            let mut at = put_varint_at(out, pos + 1, entry as u64);
+            let key = &self.layout.key_field;
+            out[at..at + key.len()].copy_from_slice(key);
+            out[at + key.len()] = 0x12;
+            at = put_varint_at(out, at + key.len() + 1, feature as u64);
+            out[at] = self.layout.tag;
+            at = put_varint_at(out, at + 1, list as u64);
+            out[at] = 0x0a;
+            put_varint_at(out, at + 1, len as u64)
+        };
+        if len <= 16 && readable.len() >= 16 {
+            out[at..at + 16].copy_from_slice(&readable[..16]);
+        } else {
+            out[at..at + len].copy_from_slice(value);
+        }
+        at + len
+    }
+}
+
+/// Cell `row` of NumPy `S` data of `width`-byte cells without its trailing
+/// NULs, and the readable bytes from its start (16 or more where the data
+/// allows, so that short values can be moved as one fixed-size block).
+#[inline(always)]
+fn fixed_cell(data: &[u8], width: usize, row: usize) -> (&[u8], &[u8]) {
+    let start = row * width;
+    let readable = &data[start..data.len().min(start + width.max(16))];
+    let len = if width <= 16 && readable.len() >= 16 {
+        // The cell as a little-endian integer: its highest nonzero byte is the value's last.
+        let word = u128::from_le_bytes(readable[..16].try_into().unwrap());
+        let cell = if width == 16 {
+            word
+        } else {
+            word & ((1u128 << (8 * width)) - 1)
+        };
+        (128 - cell.leading_zeros() as usize).div_ceil(8)
+    } else {
+        let cell = &readable[..width];
+        cell.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+    };
+    (&readable[..len], readable)
+}
+
+/// The most bytes a varint takes.
+const MAX_VARINT: usize = 10;
+
+impl<'a> ScalarRowPlan<'a> {
+    /// The plan for `values` under `layouts` (both in key order); with
+    /// `wrap`, rows are Examples, else bare feature maps.
+    pub fn new(layouts: &[&EntryLayout], values: &[ScalarValues<'a>], wrap: bool) -> Self {
+        let mut row_bound = 1 + MAX_VARINT; // the Example's wrapper
         let columns = layouts
             .iter()
             .zip(values)
-            .map(|(layout, v)| match v {
-                ScalarValues::Float(_) => ScalarPlan::Float(scalar_prefix(layout, 4)),
-                ScalarValues::Int64(_) => {
-                    ScalarPlan::Int64((0..=10).map(|n| scalar_prefix(layout, n)).collect())
-                }
-                ScalarValues::Bytes(_) | ScalarValues::FixedBytes { .. } => {
-                    ScalarPlan::Bytes((*layout).clone())
-                }
+            .map(|(layout, v)| {
+                let (column, bound) = match *v {
+                    ScalarValues::Float(x) => {
+                        let prefix = Prefix::new(scalar_prefix(layout, 4));
+                        let bound = prefix.len + 4;
+                        (ScalarColumn::Float(prefix, x), bound)
+                    }
+                    ScalarValues::Int64(x) => {
+                        let prefixes: Vec<Prefix> = (0..=MAX_VARINT)
+                            .map(|n| Prefix::new(scalar_prefix(layout, n)))
+                            .collect();
+                        let bound = prefixes[MAX_VARINT].len + MAX_VARINT;
+                        (ScalarColumn::Int64(prefixes, x), bound)
+                    }
+                    ScalarValues::Bytes(x) => (
+                        ScalarColumn::Bytes(BytesPlan::new(layout), x),
+                        bytes_bound(layout),
+                    ),
+                    ScalarValues::FixedBytes { data, width } => (
+                        ScalarColumn::FixedBytes(BytesPlan::new(layout), data, width),
+                        bytes_bound(layout) + width,
+                    ),
+                };
+                row_bound += bound;
+                column
             })
             .collect();
-        ScalarRowPlan { columns, wrap }
+        ScalarRowPlan {
+            columns,
+            wrap,
+            row_bound,
+        }
     }
 
-    /// Appends row `row` of `values` (the columns the plan was made for) to `out`.
-    pub fn put_row(&self, out: &mut Vec<u8>, values: &[ScalarValues<'_>], row: usize) {
-        let mut map_len = 0;
-        for (plan, v) in self.columns.iter().zip(values) {
-            map_len += match (plan, v) {
-                (ScalarPlan::Float(prefix), _) => prefix.len() + 4,
-                (ScalarPlan::Int64(prefixes), ScalarValues::Int64(x)) => {
-                    let n = varint_len(x[row] as u64);
-                    prefixes[n].len() + n
+    /// The most bytes rows `rows` take (less than [`ROW_SLACK`] more is
+    /// needed past the last row's end).
+    pub fn bound(&self, rows: std::ops::Range<usize>) -> usize {
+        let strings: usize = self
+            .columns
+            .iter()
+            .map(|c| match c {
+                ScalarColumn::Bytes(_, x) => x[rows.clone()].iter().map(|b| b.len()).sum(),
+                _ => 0,
+            })
+            .sum();
+        rows.len() * self.row_bound + strings
+    }
+
+    /// Writes row `row` at the start of `out`, which holds at least
+    /// `bound(row..row + 1) + ROW_SLACK` bytes (those past the row may be
+    /// overwritten), and returns its length.
+    #[inline]
+    pub fn put_row(&self, out: &mut [u8], row: usize) -> usize {
+        // The map goes after a one-byte length and moves if its length needs more.
+        let start = if self.wrap { 2 } else { 0 };
+        let mut pos = start;
+        for column in &self.columns {
+            pos = match column {
+                ScalarColumn::Float(prefix, x) => {
+                    let at = prefix.put(out, pos);
+                    out[at..at + 4].copy_from_slice(&x[row].to_le_bytes());
+                    at + 4
                 }
-                (ScalarPlan::Bytes(layout), v) => {
-                    let (_, _, entry) = bytes_entry_sizes(layout, v.bytes_at(row).len());
-                    1 + varint_len(entry as u64) + entry
+                ScalarColumn::Int64(prefixes, x) => {
+                    let value = x[row] as u64;
+                    let at = prefixes[varint_len(value)].put(out, pos);
+                    put_varint_at(out, at, value)
                 }
-                _ => unreachable!("values of another kind than planned"),
+                ScalarColumn::Bytes(plan, x) => plan.put(out, pos, x[row], x[row]),
+                ScalarColumn::FixedBytes(plan, data, width) => {
+                    let (value, readable) = fixed_cell(data, *width, row);
+                    plan.put(out, pos, value, readable)
+                }
             };
         }
-        if self.wrap {
-            out.push(0x0a);
-            put_varint(out, map_len as u64);
+        if !self.wrap {
+            return pos;
         }
-        for (plan, v) in self.columns.iter().zip(values) {
-            match (plan, v) {
-                (ScalarPlan::Float(prefix), ScalarValues::Float(x)) => {
-                    out.extend_from_slice(prefix);
-                    out.extend_from_slice(&x[row].to_le_bytes());
-                }
-                (ScalarPlan::Int64(prefixes), ScalarValues::Int64(x)) => {
-                    let value = x[row] as u64;
-                    out.extend_from_slice(&prefixes[varint_len(value)]);
-                    put_varint(out, value);
-                }
-                (ScalarPlan::Bytes(layout), v) => {
-                    let value = v.bytes_at(row);
-                    let (list, feature, entry) = bytes_entry_sizes(layout, value.len());
-                    out.push(0x0a);
-                    put_varint(out, entry as u64);
-                    out.extend_from_slice(&layout.key_field);
-                    out.push(0x12);
-                    put_varint(out, feature as u64);
-                    out.push(layout.tag);
-                    put_varint(out, list as u64);
-                    out.push(0x0a);
-                    put_varint(out, value.len() as u64);
-                    out.extend_from_slice(value);
-                }
-                _ => unreachable!("values of another kind than planned"),
-            }
+        let map_len = pos - start;
+        let header = varint_len(map_len as u64);
+        if header > 1 {
+            out.copy_within(start..pos, 1 + header);
         }
+        out[0] = 0x0a;
+        put_varint_at(out, 1, map_len as u64);
+        1 + header + map_len
     }
+}
+
+/// The most bytes a bytes entry takes beside its value.
+fn bytes_bound(layout: &EntryLayout) -> usize {
+    // 0a [entry] key 12 [feature] tag [list] 0a [len]
+    layout.key_field.len() + 5 + 4 * MAX_VARINT
 }
 
 /// The sizes of one entry of a row, computed once.
@@ -987,15 +1182,34 @@ mod tests {
                 }
             })
             .collect();
-        let fixed: Vec<u8> = (0..ints.len())
-            .flat_map(|i| {
-                let mut c = vec![0u8; 4];
-                c[..i % 5].fill(b'q');
-                c
-            })
-            .collect();
-        for (schema, wrap) in [(Schema::TensorFlow, true), (Schema::OneFlow, false)] {
-            let keys: [&[u8]; 4] = [b"a", b"bb", b"feature_with_a_long_name", b"z"];
+        // Width 130: lengths around the last one whose entry has one-byte
+        // lengths (118 for key "z"). Width 7: cells read as one 16-byte word,
+        // an inner NUL kept, and the last cells too near the end for that.
+        let fixed_columns: [(usize, [usize; 9]); 2] = [
+            (130, [0, 1, 4, 117, 118, 119, 120, 129, 130]),
+            (7, [0, 1, 2, 3, 7, 6, 5, 4, 7]),
+        ];
+        for ((width, fixed_lens), (schema, wrap)) in fixed_columns.iter().flat_map(|f| {
+            [
+                (f, (Schema::TensorFlow, true)),
+                (f, (Schema::OneFlow, false)),
+            ]
+        }) {
+            let (width, fixed_lens) = (*width, fixed_lens);
+            let fixed: Vec<u8> = fixed_lens
+                .iter()
+                .flat_map(|&len| {
+                    let mut c = vec![0u8; width];
+                    c[..len].fill(b'q');
+                    if len >= 3 {
+                        c[1] = 0;
+                    }
+                    c
+                })
+                .collect();
+            // The first key is too long for any bytes entry to have one-byte lengths.
+            let long_key = [b'a'; 130];
+            let keys: [&[u8]; 4] = [&long_key, b"bb", b"feature_with_a_long_name", b"z"];
             let kinds = [Kind::Bytes, Kind::Float, Kind::Int64, Kind::Bytes];
             let layouts: Vec<EntryLayout> = keys
                 .iter()
@@ -1009,20 +1223,21 @@ mod tests {
                 ScalarValues::Int64(&ints),
                 ScalarValues::FixedBytes {
                     data: &fixed,
-                    width: 4,
+                    width,
                 },
             ];
             let plan = ScalarRowPlan::new(&refs, &columns, wrap);
             for row in 0..ints.len() {
-                let mut planned = Vec::new();
-                plan.put_row(&mut planned, &columns, row);
+                let mut planned = vec![0xee; plan.bound(row..row + 1) + ROW_SLACK];
+                let len = plan.put_row(&mut planned, row);
+                planned.truncate(len);
                 let values = [
                     Values::Bytes(&blobs[row..row + 1]),
                     Values::Float(&floats[row..row + 1]),
                     Values::Int64(&ints[row..row + 1]),
                     Values::FixedBytes {
-                        data: &fixed[row * 4..row * 4 + 4],
-                        width: 4,
+                        data: &fixed[row * width..(row + 1) * width],
+                        width,
                     },
                 ];
                 let entries: Vec<(&EntryLayout, Option<Values<'_>>)> = layouts
@@ -1032,7 +1247,7 @@ mod tests {
                     .collect();
                 let mut generic = Vec::new();
                 put_row(&mut generic, &entries, wrap, &mut Vec::new());
-                assert_eq!(planned, generic, "row {row}, wrap {wrap}");
+                assert_eq!(planned, generic, "row {row}, width {width}, wrap {wrap}");
             }
         }
     }

@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 
 use crate::compression::StreamFault;
-use crate::crc::{masked_crc32c, unmask};
+use crate::crc::{crc32c_u64, mask, masked_crc32c, unmask};
 use crate::error::{DamageKind, DataLoss, Error, Result};
 use crate::window::Window;
 
@@ -54,7 +54,7 @@ pub fn is_tfrecord_header(bytes: &[u8]) -> bool {
 #[inline]
 fn header_crc_ok(header: &[u8]) -> bool {
     let stored = u32::from_le_bytes(header[8..12].try_into().unwrap());
-    unmask(stored) == crate::crc::crc32c(&header[..8])
+    unmask(stored) == crc32c_u64(u64::from_le_bytes(header[..8].try_into().unwrap()))
 }
 
 /// Appends one TFRecord frame holding `data` to `out`.
@@ -77,18 +77,24 @@ pub fn header_len(format: Format) -> usize {
 /// reserved bytes followed by a payload, into a whole frame in place (header
 /// filled in, footer appended), so that many frames are written with one call.
 pub fn seal_frame_at(buf: &mut Vec<u8>, start: usize, format: Format) {
-    let header = header_len(format);
-    let frame = &mut buf[start..];
-    let len = (frame.len() - header) as u64;
+    buf.resize(buf.len() + format.footer_len() as usize, 0);
+    seal_frame(&mut buf[start..], format);
+}
+
+/// Fills in the header and footer of `frame`, a whole frame's bytes whose
+/// payload is already in place.
+#[inline]
+pub fn seal_frame(frame: &mut [u8], format: Format) {
+    let payload = frame.len() - header_len(format) - format.footer_len() as usize;
     match format {
         Format::TfRecord => {
-            frame[..8].copy_from_slice(&len.to_le_bytes());
-            let length_crc = masked_crc32c(&frame[..8]);
+            frame[..8].copy_from_slice(&(payload as u64).to_le_bytes());
+            let length_crc = mask(crc32c_u64(payload as u64));
             frame[8..12].copy_from_slice(&length_crc.to_le_bytes());
-            let data_crc = masked_crc32c(&frame[12..]);
-            buf.extend_from_slice(&data_crc.to_le_bytes());
+            let (data, footer) = frame[12..].split_at_mut(payload);
+            footer.copy_from_slice(&masked_crc32c(data).to_le_bytes());
         }
-        Format::OfRecord => frame[..8].copy_from_slice(&(len as i64).to_le_bytes()),
+        Format::OfRecord => frame[..8].copy_from_slice(&(payload as i64).to_le_bytes()),
     }
 }
 
@@ -250,6 +256,11 @@ impl Scanner {
         self.win.release(self.pos);
         let mut bytes = 0usize;
         while out.len() < max_records && bytes < max_bytes && matches!(self.state, State::Active) {
+            if let Some(span) = self.intact_mapped_frame() {
+                bytes += span.len;
+                out.push(span);
+                continue;
+            }
             match self.frame()? {
                 Frame::Record(span) => {
                     bytes += span.len;
@@ -339,6 +350,47 @@ impl Scanner {
     }
 
     /// Frames the record at `self.pos` and advances past it.
+    /// The next record when the file is mapped whole and the record is
+    /// intact, read straight from the mapping; None sends the caller to
+    /// [`Self::frame`], which reads any source and reports any damage. For
+    /// small records the general path's window calls cost as much as the rest.
+    #[inline]
+    fn intact_mapped_frame(&mut self) -> Option<Span> {
+        let all = self.win.whole()?;
+        let header_len = self.format.header_len() as usize;
+        let start = usize::try_from(self.pos).ok()?;
+        let header = all.get(start..start.checked_add(header_len)?)?;
+        let length = match self.format {
+            Format::TfRecord => {
+                if !header_crc_ok(header) {
+                    return None;
+                }
+                u64::from_le_bytes(header[..8].try_into().unwrap())
+            }
+            Format::OfRecord => u64::try_from(i64::from_le_bytes(header[..8].try_into().unwrap()))
+                .ok()
+                .filter(|&n| n > 0)?,
+        };
+        let data_start = start + header_len;
+        let data_end = data_start.checked_add(usize::try_from(length).ok()?)?;
+        let frame_end = data_end.checked_add(self.format.footer_len() as usize)?;
+        if frame_end > all.len() {
+            return None;
+        }
+        if self.verify && self.format == Format::TfRecord {
+            let stored = u32::from_le_bytes(all[data_end..frame_end].try_into().unwrap());
+            if unmask(stored) != crate::crc::crc32c(&all[data_start..data_end]) {
+                return None;
+            }
+        }
+        self.pos = frame_end as u64;
+        self.records += 1;
+        Some(Span {
+            pos: data_start as u64,
+            len: data_end - data_start,
+        })
+    }
+
     fn frame(&mut self) -> Result<Frame> {
         let frame = self.frame_at(self.pos, self.verify)?;
         if let Frame::Record(span) = frame {

@@ -22,6 +22,10 @@ pub trait Window: Send + Sync {
     fn release(&mut self, pos: u64);
     /// Why the stream ended early, once it has (compressed streams only).
     fn fault(&self) -> Option<StreamFault>;
+    /// Every byte of the source at once, where it is mapped whole.
+    fn whole(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A whole file, memory-mapped.
@@ -99,6 +103,10 @@ impl Window for MappedWindow {
 
     fn fault(&self) -> Option<StreamFault> {
         None
+    }
+
+    fn whole(&self) -> Option<&[u8]> {
+        self.map.as_deref()
     }
 }
 

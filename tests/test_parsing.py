@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
+import reference
 
 R = rk.RaggedFeature
 
@@ -183,3 +184,22 @@ def test_malformed_record() -> None:
     with pytest.raises(rk.ParseError) as info:
         rk.parse_example([ex(a=1), b"\x0a\x09garbage"], {"a": rk.VarLenFeature("int64")})
     assert info.value.index == 1
+
+
+def test_layouts_protobuf_allows_but_does_not_write() -> None:
+    """Records read by the canonical fast path up to the first entry laid out
+    otherwise, then read again by the general reader: the results must be the
+    general reader's (the last entry of a key wins, fields in any order)."""
+
+    def entry(key: bytes, value: int, value_first: bool = False) -> bytes:
+        fields = [reference._len(1, key), reference._len(2, reference._len(3, reference._len(1, bytes([value]))))]
+        return reference._len(1, b"".join(fields[::-1] if value_first else fields))
+
+    spec = {"a": rk.FixedLenFeature([], "int64"), "k": rk.FixedLenFeature([], "int64")}
+    canonical = reference._len(1, entry(b"a", 1) + entry(b"k", 2))
+    swapped_last = reference._len(1, entry(b"a", 1) + entry(b"k", 2) + entry(b"k", 3, value_first=True))
+    two_maps = reference._len(1, entry(b"a", 1) + entry(b"k", 2)) + reference._len(1, entry(b"a", 4))
+    key_only = reference._len(1, entry(b"k", 5) + reference._len(1, reference._len(1, b"a"))) + reference._len(1, entry(b"a", 6))
+    out = rk.parse_example([canonical, swapped_last, two_maps, key_only, canonical], spec)
+    assert out["a"].tolist() == [1, 1, 4, 6, 1]
+    assert out["k"].tolist() == [2, 3, 2, 5, 2]

@@ -170,16 +170,26 @@ def _kind_of(values: np.ndarray, schema: str, name: str) -> tuple[str, Any]:
     raise TypeError(f"column {name!r}: cannot store values of dtype {values.dtype}")
 
 
-def _from_array(name: str, array: np.ndarray, schema: str) -> tuple[int, Column]:
+def _uniform_splits(rows: int, width: int, shared: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
+    """Row splits of ``width`` values per row, one read-only array per shape for all columns."""
+    splits = shared.get((rows, width))
+    if splits is None:
+        splits = shared[rows, width] = np.arange(0, rows * width + 1, width, dtype=np.int64)
+        splits.flags.writeable = False
+    return splits
+
+
+def _from_array(name: str, array: np.ndarray, schema: str,
+                shared: dict[tuple[int, int], np.ndarray]) -> tuple[int, Column]:
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
     if array.dtype == object and array.ndim == 1:
         types = set(map(type, array))
         if not types <= _STRING_TYPES:
             return _from_lists(name, list(array), schema)
-        return rows, ("bytes_list", array, np.arange(rows + 1, dtype=np.int64), None)
+        return rows, ("bytes_list", array, _uniform_splits(rows, 1, shared), None)
     kind, values = _kind_of(array.reshape(-1), schema, name)
-    return rows, (kind, values, np.arange(0, rows * width + 1, width, dtype=np.int64), None)
+    return rows, (kind, values, _uniform_splits(rows, width, shared), None)
 
 
 def _from_lists(name: str, rows_list: list, schema: str) -> tuple[int, Column]:
@@ -268,6 +278,7 @@ def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
     else:
         raise TypeError(f"columns must be a mapping of name to column, a pyarrow Table or a pandas DataFrame, not {type(columns).__name__}")
     out: dict[str, Column] = {}
+    shared_splits: dict[tuple[int, int], np.ndarray] = {}
     rows = None
     for name, column in items:
         if not isinstance(name, str):
@@ -277,7 +288,7 @@ def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
         elif type(column).__module__.startswith("pyarrow"):
             n, normalized = _from_arrow(name, column, schema)
         elif isinstance(column, np.ndarray):
-            n, normalized = _from_array(name, column, schema)
+            n, normalized = _from_array(name, column, schema, shared_splits)
         else:
             column = list(column)
             try:
@@ -287,7 +298,7 @@ def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
             if array is not None and array.dtype.kind in "SU":
                 array = np.array(column, dtype=object)  # the Python strings as they are: NumPy's S and U drop trailing NULs
             if array is not None and array.dtype != object:
-                n, normalized = _from_array(name, array, schema)
+                n, normalized = _from_array(name, array, schema, shared_splits)
             else:
                 n, normalized = _from_lists(name, column, schema)
         if rows is not None and n != rows:
@@ -301,6 +312,7 @@ def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
 
 def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema: str) -> None:
     batch = []
+    rebased: dict[int, np.ndarray] = {}  # columns sharing splits share their slice
     for name, (kind, values, splits, present) in columns.items():
         lo, hi = int(splits[start]), int(splits[end])
         part = values[lo:hi]
@@ -308,7 +320,9 @@ def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema
             part = (np.ascontiguousarray(part).view(np.uint8).reshape(-1), part.dtype.itemsize)
         elif isinstance(part, np.ndarray) and part.dtype == object:
             part = part.tolist()  # Rust iterates a list far faster than an object array
-        batch.append((name, kind, part, np.ascontiguousarray(splits[start : end + 1] - lo), None if present is None else np.ascontiguousarray(present[start:end])))
+        if id(splits) not in rebased:
+            rebased[id(splits)] = np.ascontiguousarray(splits[start : end + 1] - lo)
+        batch.append((name, kind, part, rebased[id(splits)], None if present is None else np.ascontiguousarray(present[start:end])))
     writer._native.write_columns(end - start, batch, schema)
 
 
@@ -317,13 +331,17 @@ def _row_ranges(rows: int, shards: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
+_WRITE_SLICE_ROWS = 262144
+
+
 def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str) -> None:
     rows, normalized = _normalize(columns, schema)
     with all_or_nothing([writer_factory(t) for t in targets]) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
-            # Encode in slices so the temporary lists stay small for huge inputs.
-            for lo in range(start, end, 65536):
-                _write(writer, normalized, lo, min(end, lo + 65536), schema)
+            # Encode in slices so the temporary lists stay small for huge inputs;
+            # each slice is one call into Rust, its rows encoded on every core.
+            for lo in range(start, end, _WRITE_SLICE_ROWS):
+                _write(writer, normalized, lo, min(end, lo + _WRITE_SLICE_ROWS), schema)
 
 
 def write_examples(
