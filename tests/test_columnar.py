@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import recordkit as rk
 
@@ -132,3 +135,34 @@ def test_pandas_dataframe(tmp_path: Path) -> None:
         "label": rk.FixedLenFeature([], "int64"), "score": rk.FixedLenFeature([], "float32"), "name": rk.FixedLenFeature([], "string")})
     assert out["label"].tolist() == [1, 2, 3] and out["score"].tolist() == [0.5, 0.25, 0.125]
     assert out["name"].tolist() == [b"a", b"b", b"c"]
+
+
+_keys = st.text("abcdefghij_", min_size=1, max_size=130)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 40),
+    keys=st.lists(_keys, min_size=1, max_size=5, unique=True),
+    seed=st.integers(0, 2**32 - 1),
+    fixed_width=st.integers(1, 140),
+)
+def test_one_value_per_row_matches_the_general_encoder(rows: int, keys: list, seed: int, fixed_width: int) -> None:
+    """Columns of one value per row take the scalar fast path in Rust; every
+    row must still be the bytes ``encode_example`` (the general encoder) gives,
+    whatever the key and value lengths (one- or two-byte lengths, NumPy ``S``
+    cells read as one word or byte by byte)."""
+    rng = np.random.default_rng(seed)
+    makers = [
+        lambda: rng.integers(-(2**63), 2**63 - 1, rows, dtype=np.int64, endpoint=True) >> rng.integers(0, 64, rows),
+        lambda: rng.standard_normal(rows).astype(np.float32),
+        lambda: np.array([rng.bytes(int(n)) for n in rng.integers(0, 300, rows)], dtype=object),
+        lambda: np.array([rng.bytes(int(n)) + b"\0" * int(rng.integers(0, 2)) for n in rng.integers(0, fixed_width + 1, rows)],
+                         dtype=f"S{fixed_width}"),
+    ]
+    cols = {key: makers[int(rng.integers(0, len(makers)))]() for key in keys}
+    with tempfile.TemporaryDirectory() as folder:
+        [path] = rk.write_examples(Path(folder) / "scalar.tfrecord", cols)
+        written = list(rk.TFRecordReader(path))
+    for row, record in enumerate(written):
+        assert record == rk.encode_example({key: column[row] for key, column in cols.items()}), row
