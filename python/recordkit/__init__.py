@@ -27,7 +27,6 @@ from recordkit.codec import (
     int64_feature,
 )
 from recordkit.columnar import read_examples, shard_names, write_examples, write_ofrecords
-from recordkit.dataset import Dataset, list_files
 from recordkit.errors import DataLossError, DataLossWarning, ParseError, RecordkitError
 from recordkit.features import (
     FixedLenFeature,
@@ -113,8 +112,11 @@ __all__ = [
     "write_ofrecord_parts",
 ]
 
-# Tools for the command line and data engineering load on first use, keeping `import recordkit` light.
+# Datasets and the tools for the command line and data engineering load on
+# first use, keeping `import recordkit` light.
 _LAZY = {
+    "Dataset": "recordkit.dataset",
+    "list_files": "recordkit.dataset",
     "convert": "recordkit.conversion",
     "infer_schema": "recordkit.schema",
     "Schema": "recordkit.schema",
