@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -166,3 +168,22 @@ def test_one_value_per_row_matches_the_general_encoder(rows: int, keys: list, se
         written = list(rk.TFRecordReader(path))
     for row, record in enumerate(written):
         assert record == rk.encode_example({key: column[row] for key, column in cols.items()}), row
+
+
+def test_large_rows_are_encoded_in_small_chunks(tmp_path: Path) -> None:
+    """Rows of 1 MB images: the encoder's buffers hold a few MB, not thousands of
+    rows (the memory a write takes stays far below the size of the file)."""
+    script = f"""
+import resource, numpy as np, recordkit as rk
+images = np.empty(300, dtype=object)
+images[:] = [bytes([i % 251]) * (1 << 20) for i in range(300)]
+labels = np.arange(300)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+rk.write_examples({str(tmp_path / "images.tfrecord")!r}, {{"image": images, "label": labels}})
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)
+"""
+    growth_mb = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
+    assert (tmp_path / "images.tfrecord").stat().st_size > 300 << 20
+    assert growth_mb < 100, f"writing 300 MB of rows took {growth_mb} MB more memory"
+    record = next(iter(rk.TFRecordReader(tmp_path / "images.tfrecord")))
+    assert rk.decode_example(record)["image"] == [b"\0" * (1 << 20)]

@@ -582,6 +582,18 @@ impl Flat<'_> {
         }
     }
 
+    /// The bytes the values take (an upper bound for fixed-width strings).
+    pub fn byte_len(&self) -> usize {
+        match self {
+            Flat::Bytes(v) => v.iter().map(|b| b.len()).sum(),
+            Flat::FixedBytes(data, _) => data.len(),
+            Flat::Float(v) => 4 * v.len(),
+            Flat::Double(v) => 8 * v.len(),
+            Flat::Int32(v) => 4 * v.len(),
+            Flat::Int64(v) => 8 * v.len(),
+        }
+    }
+
     /// Values `start..end` for encoding.
     pub fn range(&self, start: usize, end: usize) -> Values<'_> {
         match self {

@@ -295,10 +295,22 @@ pub struct PyRecordWriter {
     bytes: u64,
 }
 
-/// Rows encoded per chunk (~1.6 MB of small Examples): each chunk costs a
-/// thread wake-up or two, which on a VM can take tens of microseconds (at 2048
-/// rows they were 12% of the time), while the buffers stay few and reused.
+/// The most rows encoded per chunk (~1.6 MB of small Examples): each chunk
+/// costs a thread wake-up or two, which on a VM can take tens of microseconds
+/// (at 2048 rows they were 12% of the time), while the buffers stay few and reused.
 const ENCODE_CHUNK_ROWS: usize = 16384;
+
+/// About the most bytes encoded per chunk: rows of large values (images) come
+/// fewer to a chunk, so that the four buffers in flight stay small.
+const ENCODE_CHUNK_BYTES: usize = 4 << 20;
+
+/// Rows per encoding chunk for `rows` rows of `sources`.
+fn chunk_rows(sources: &[ColumnSource<'_>], rows: usize) -> usize {
+    let values: usize = sources.iter().map(|c| c.values.byte_len()).sum();
+    // Framing, and a few bytes of keys and lengths per feature.
+    let per_row = values / rows.max(1) + 16 + 16 * sources.len();
+    (ENCODE_CHUNK_BYTES / per_row).clamp(1, ENCODE_CHUNK_ROWS)
+}
 
 /// How the rows of a batch of columns are encoded.
 enum RowEncoder<'a> {
@@ -552,9 +564,10 @@ impl PyRecordWriter {
                     source,
                 })
             };
+            let per_chunk = chunk_rows(&sources, rows);
             let chunks: Vec<std::ops::Range<usize>> = (0..rows)
-                .step_by(ENCODE_CHUNK_ROWS)
-                .map(|start| start..rows.min(start + ENCODE_CHUNK_ROWS))
+                .step_by(per_chunk)
+                .map(|start| start..rows.min(start + per_chunk))
                 .collect();
             let threads = std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
