@@ -5,7 +5,8 @@
    TensorFlow's `TFRecordDataset(path).batch(1024).map(parse_example)` limited
    to one thread. Target: >= 15 x.
 2. The same on 150 KB records (one bytes feature + a label): target >= 3 x
-   TensorFlow and >= 3 GB/s from the page cache.
+   TensorFlow and >= 3 GB/s from the page cache, the GB/s taken in a fresh
+   process without TensorFlow (loading it changes how malloc returns memory).
 3. `write_examples` from NumPy columns vs TensorFlow writing the same records
    already serialized (`tf.io.TFRecordWriter.write` per record), each to a new
    file. Target >= 10 x. Replacing an existing file is shown as well.
@@ -59,6 +60,21 @@ def rk_parse(path, spec, batch_size) -> int:
     for batch in rk.read_examples(path, spec, batch_size=batch_size):
         n += len(batch["feature0" if "feature0" in spec else "label"])
     return n
+
+
+def gbps_without_tensorflow(path, batch_size: int, repeats: int) -> float:
+    """Best GB/s of `rk_parse` on the 150 KB records in a fresh interpreter that never
+    imports TensorFlow, as a PyTorch or JAX user's would be. Loading TensorFlow
+    changes how glibc's malloc hands back memory, and with it the cost of the
+    150 KB `bytes` objects (freed memory stays with the process instead of being
+    returned and faulted in again), so the in-process figure flatters recordkit."""
+    code = (f"import sys, time; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+            "from bench_examples import rk_parse, LARGE_SPEC; best = float('inf')\n"
+            f"for _ in range({repeats}):\n"
+            f"    t = time.perf_counter(); rk_parse({str(path)!r}, LARGE_SPEC, {batch_size}); best = min(best, time.perf_counter() - t)\n"
+            "print(best)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return os.path.getsize(path) / float(out.stdout) / 1e9
 
 
 def import_overhead(repeats: int) -> tuple[float, float]:
@@ -147,6 +163,10 @@ def main() -> None:
         assert n_large == args.large
         results[f"large_gbps_{batch_size}"] = size / t_large / 1e9
         print(f"parse {args.large:,} x 150 KB (batch {batch_size}): recordkit {t_large:.3f} s = {size / t_large / 1e9:.2f} GB/s")
+    for batch_size in (16, 256):
+        results[f"large_gbps_alone_{batch_size}"] = gbps_without_tensorflow(large, batch_size, args.repeats)
+        print(f"parse {args.large:,} x 150 KB (batch {batch_size}) in a process without TensorFlow: recordkit "
+              f"{results[f'large_gbps_alone_{batch_size}']:.2f} GB/s")
     if tf:
         t_tf_large = timings[2][0]
         results["large"] = t_tf_large / timings[0][0]
@@ -206,8 +226,8 @@ def main() -> None:
         print(f"parse small records: {results['parse']:.1f} x TensorFlow (target >= 15): {verdict(results['parse'] >= 15)}")
         print(f"parse 150 KB records: {results['large']:.1f} x TensorFlow (target >= 3): {verdict(results['large'] >= 3)}")
         print(f"write from columns: {results['write']:.1f} x TensorFlow (target >= 10): {verdict(results['write'] >= 10)}")
-    best_gbps = max(results["large_gbps_16"], results["large_gbps_256"])
-    print(f"parse 150 KB records: {best_gbps:.2f} GB/s (target >= 3): {verdict(best_gbps >= 3)}")
+    best_gbps = max(results["large_gbps_alone_16"], results["large_gbps_alone_256"])
+    print(f"parse 150 KB records, without TensorFlow loaded: {best_gbps:.2f} GB/s (target >= 3): {verdict(best_gbps >= 3)}")
     print(f"import recordkit: +{results['import_ms']:.1f} ms (target < 50): {verdict(results['import_ms'] < 50)}")
 
 
