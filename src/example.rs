@@ -136,25 +136,27 @@ pub struct Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
-    fn parse(raw: &'a [u8]) -> Result<Entry<'a>, Malformed> {
+    /// The entry when laid out as protobuf writes it: the key, then the value
+    /// (or the key alone, an empty value); None for any other layout.
+    #[inline(always)]
+    fn canonical(raw: &'a [u8]) -> Option<Entry<'a>> {
         let mut pos = 0;
-        if let Some(key) = len_field_at(raw, &mut pos, 0x0a) {
-            if pos == raw.len() {
-                return Ok(Entry {
-                    key,
-                    value: Some(&[]),
-                    raw,
-                });
-            }
-            if let Some(value) = len_field_at(raw, &mut pos, 0x12) {
-                if pos == raw.len() {
-                    return Ok(Entry {
-                        key,
-                        value: Some(value),
-                        raw,
-                    });
-                }
-            }
+        let key = len_field_at(raw, &mut pos, 0x0a)?;
+        let value = if pos == raw.len() {
+            &[]
+        } else {
+            len_field_at(raw, &mut pos, 0x12)?
+        };
+        (pos == raw.len()).then_some(Entry {
+            key,
+            value: Some(value),
+            raw,
+        })
+    }
+
+    fn parse(raw: &'a [u8]) -> Result<Entry<'a>, Malformed> {
+        if let Some(entry) = Entry::canonical(raw) {
+            return Ok(entry);
         }
         // Anything else: the last key wins, and every value field merges.
         let mut key: &[u8] = &[];
@@ -234,8 +236,8 @@ pub fn for_each_entry<'a>(map: &'a [u8], f: &mut impl FnMut(Entry<'a>)) -> Resul
 }
 
 /// Calls `f(entry)` for each feature of an Example laid out as protobuf
-/// writes it (one `features` field spanning the record, every entry a key and
-/// then a value) and returns true; returns false where the layout differs,
+/// writes it (one `features` field spanning the record, every entry
+/// [`Entry::canonical`]) and returns true; returns false where the layout differs,
 /// possibly after some calls, and the caller starts over with
 /// [`for_each_example_entry`], which reads every layout. One flat loop: the
 /// general reader's nested callbacks cost twice the instructions.
@@ -256,21 +258,10 @@ pub fn for_each_canonical_entry<'a>(example: &'a [u8], f: &mut impl FnMut(Entry<
         let Some(raw) = len_field_at(features, &mut at, 0x0a) else {
             return false;
         };
-        let mut p = 0;
-        let Some(key) = len_field_at(raw, &mut p, 0x0a) else {
+        let Some(entry) = Entry::canonical(raw) else {
             return false;
         };
-        let Some(value) = len_field_at(raw, &mut p, 0x12) else {
-            return false;
-        };
-        if p != raw.len() {
-            return false;
-        }
-        f(Entry {
-            key,
-            value: Some(value),
-            raw,
-        });
+        f(entry);
     }
     true
 }

@@ -7,8 +7,9 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::crc::{masked_crc32c, unmask};
+use crate::crc::masked_crc32c;
 use crate::error::{DamageKind, DataLoss, Error, Result};
+use crate::framing::is_tfrecord_header;
 
 /// An open record file read by offset, the GIL released during reads.
 #[pyclass(module = "recordkit._native", name = "FrameReader")]
@@ -53,8 +54,7 @@ fn read_frame(
         std::io::ErrorKind::UnexpectedEof => loss(path, offset, index, DamageKind::TruncatedRecord, format!("truncated record at {offset}: the file ends before the {size} bytes the index gives")),
         _ => Error::Io { path: path.to_string(), source: e },
     })?;
-    let stored = u32::from_le_bytes(frame[8..12].try_into().unwrap());
-    if unmask(stored) != crate::crc::crc32c(&frame[..8]) {
+    if !is_tfrecord_header(&frame) {
         return Err(loss(path, offset, index, DamageKind::CorruptLength, format!("corrupted record at {offset}: the length field fails its CRC (is the index for this file?)")));
     }
     let length = u64::from_le_bytes(frame[..8].try_into().unwrap());
