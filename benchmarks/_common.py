@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -47,6 +49,22 @@ def best_of_each(fns: list[Callable[[], object]], repeats: int,
             results[i] = fn()
             best[i] = min(best[i], time.perf_counter() - start)
     return list(zip(best, results))
+
+
+def best_time_without_tensorflow(module: str, call: str, repeats: int) -> float:
+    """Best wall time (s) of `call`, an expression over the names of the benchmark
+    script `module`, in a fresh interpreter that never imports TensorFlow, as a
+    PyTorch or JAX user's would be. Importing TensorFlow frees large buffers, which
+    moves glibc's malloc out of its start-up state (freed memory kept for reuse
+    instead of handed back), so a figure taken beside TensorFlow can flatter
+    anything that allocates per record."""
+    code = (f"import sys, time; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+            f"from {module} import *; best = float('inf')\n"
+            f"for _ in range({repeats}):\n"
+            f"    t = time.perf_counter(); {call}; best = min(best, time.perf_counter() - t)\n"
+            "print(best)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout)
 
 
 def warm(path: Path) -> None:

@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, import_tensorflow, require_release_build, warm  # noqa: E402
+from _common import DATA, best_of_each, best_time_without_tensorflow, import_tensorflow, require_release_build, warm  # noqa: E402
 
 import recordkit as rk  # noqa: E402
 
@@ -60,21 +60,6 @@ def rk_parse(path, spec, batch_size) -> int:
     for batch in rk.read_examples(path, spec, batch_size=batch_size):
         n += len(batch["feature0" if "feature0" in spec else "label"])
     return n
-
-
-def gbps_without_tensorflow(path, batch_size: int, repeats: int) -> float:
-    """Best GB/s of `rk_parse` on the 150 KB records in a fresh interpreter that never
-    imports TensorFlow, as a PyTorch or JAX user's would be. Loading TensorFlow
-    changes how glibc's malloc hands back memory, and with it the cost of the
-    150 KB `bytes` objects (freed memory stays with the process instead of being
-    returned and faulted in again), so the in-process figure flatters recordkit."""
-    code = (f"import sys, time; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            "from bench_examples import rk_parse, LARGE_SPEC; best = float('inf')\n"
-            f"for _ in range({repeats}):\n"
-            f"    t = time.perf_counter(); rk_parse({str(path)!r}, LARGE_SPEC, {batch_size}); best = min(best, time.perf_counter() - t)\n"
-            "print(best)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return os.path.getsize(path) / float(out.stdout) / 1e9
 
 
 def import_overhead(repeats: int) -> tuple[float, float]:
@@ -164,7 +149,8 @@ def main() -> None:
         results[f"large_gbps_{batch_size}"] = size / t_large / 1e9
         print(f"parse {args.large:,} x 150 KB (batch {batch_size}): recordkit {t_large:.3f} s = {size / t_large / 1e9:.2f} GB/s")
     for batch_size in (16, 256):
-        results[f"large_gbps_alone_{batch_size}"] = gbps_without_tensorflow(large, batch_size, args.repeats)
+        t_alone = best_time_without_tensorflow("bench_examples", f"rk_parse({str(large)!r}, LARGE_SPEC, {batch_size})", args.repeats)
+        results[f"large_gbps_alone_{batch_size}"] = size / t_alone / 1e9
         print(f"parse {args.large:,} x 150 KB (batch {batch_size}) in a process without TensorFlow: recordkit "
               f"{results[f'large_gbps_alone_{batch_size}']:.2f} GB/s")
     if tf:

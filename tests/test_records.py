@@ -6,7 +6,10 @@ import gzip
 import io
 import os
 import pickle
+import platform
 import struct
+import subprocess
+import sys
 import time
 import zlib
 from pathlib import Path
@@ -530,3 +533,40 @@ def test_gil_is_released_while_rust_reads(tmp_path: Path) -> None:
     assert len(batch) == 1 and len(batch[0]) == 96 << 20
     # Holding the GIL would leave the spinner a handful of switch intervals at most.
     assert elapsed > 0.02 and during > 10_000, (elapsed, during)
+
+
+_FREED_HEAP_KEPT = """
+import ctypes, sys
+import recordkit as rk
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+mallinfo2 = ctypes.CDLL(None).mallinfo2
+mallinfo2.restype = MallInfo2
+if sys.argv[1] == "open-a-reader":
+    rk.TFRecordReader(sys.argv[2])
+heap_before = mallinfo2().arena
+values = [bytes(150_000) + bytes([i]) for i in range(20)]   # a batch of 150 KB records
+del values
+print(mallinfo2().arena - heap_before)   # what the heap kept of the 3 MB freed
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc adaptation")
+def test_opening_a_reader_lets_malloc_keep_freed_batches(tmp_path: Path) -> None:
+    # A fresh process gives a freed batch of 150 KB values back to the kernel and
+    # faults it in again for the next batch (2-3x slower reads); once a reader is
+    # open, glibc keeps it for reuse, as it does after any program's first large free.
+    path = tmp_path / "a.tfrecord"
+    write(path, [b"x"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
+
+    def freed_heap_kept(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", _FREED_HEAP_KEPT, mode, str(path)],
+                             capture_output=True, text=True, check=True, env=env)
+        return int(out.stdout)
+
+    assert freed_heap_kept("no-reader") < 500_000
+    assert freed_heap_kept("open-a-reader") > 2_500_000

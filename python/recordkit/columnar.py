@@ -45,7 +45,10 @@ def read_examples(
     Args:
         paths: A path, URL or file object, or a list of them.
         features: The parse spec, as for :func:`parse_example`.
-        batch_size: Records per batch.
+        batch_size: Records per batch. With large values (images of 100 KB
+            and more), batches under about 30 MB of values read 2-3x faster:
+            malloc keeps that much freed memory for the next batch, and gives
+            more back to the system, to be faulted in again (see the README).
         compression: As for :class:`TFRecordReader`.
         verify: Check payload CRCs.
 

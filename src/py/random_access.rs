@@ -100,6 +100,7 @@ impl PyFrameReader {
                 path: path.clone(),
                 source,
             })?;
+        crate::py::memory::adapt_malloc_to_large_records();
         Ok(PyFrameReader { file, path })
     }
 

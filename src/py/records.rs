@@ -147,6 +147,7 @@ impl PyRecordScanner {
             py.detach(|| open_pyfile(obj, &name, requested, format))?
         };
         let scanner = Scanner::new(win, format, verify, skip_damaged, name)?;
+        crate::py::memory::adapt_malloc_to_large_records();
         Ok(PyRecordScanner {
             scanner: Some(scanner),
             spans: Vec::new(),
