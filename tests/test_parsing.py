@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import recordkit as rk
 import reference
@@ -203,3 +205,21 @@ def test_layouts_protobuf_allows_but_does_not_write() -> None:
     out = rk.parse_example([canonical, swapped_last, two_maps, key_only, canonical], spec)
     assert out["a"].tolist() == [1, 1, 4, 6, 1]
     assert out["k"].tolist() == [2, 3, 2, 5, 2]
+
+
+# Short values that differ only in trailing NULs, length or one bit, around the
+# 16-byte limit of the cache that lets repeated short values share one object.
+_SHORT_VALUES = [b"", b"\x00", b"a", b"a\x00", b"a\x00\x00", b"b", b"cat", b"x" * 15 + b"\x00",
+                 b"x" * 16, b"x" * 15 + b"y", b"x" * 17, b"x" * 16 + b"\x00", bytes(16), bytes(17)]
+
+
+@given(st.lists(st.sampled_from(_SHORT_VALUES) | st.binary(max_size=20), max_size=200))
+def test_repeated_short_strings_parse_exactly(values: list[bytes]) -> None:
+    out = rk.parse_example([ex(s=v) for v in values], {"s": rk.FixedLenFeature([], "string")})["s"]
+    assert out.dtype == object and all(type(v) is bytes for v in out)
+    assert out.tolist() == values
+
+
+def test_a_repeated_short_string_is_one_object() -> None:
+    out = rk.parse_example([ex(s=b"cat")] * 1000, {"s": rk.FixedLenFeature([], "string")})["s"]
+    assert len({id(v) for v in out}) == 1

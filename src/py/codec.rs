@@ -72,12 +72,53 @@ fn malformed(m: Malformed) -> PyErr {
     .into()
 }
 
+/// An object array of `bytes`. Short values that repeat (class names, labels,
+/// enum-like strings: the common case for short strings in a column) share one
+/// `bytes` object, found in a small direct-mapped cache: an allocation and a
+/// later free are several times the cost of the lookup, and `bytes` are
+/// immutable, so sharing is invisible but for `is`.
 fn bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Bound<'py, PyAny> {
-    let objects: Vec<Py<PyAny>> = values
-        .iter()
-        .map(|b| PyBytes::new(py, b).into_any().unbind())
-        .collect();
+    let mut recent = RecentShortBytes::new();
+    let objects: Vec<Py<PyAny>> = values.iter().map(|b| recent.get(py, b)).collect();
     PyArray1::from_vec(py, objects).into_any()
+}
+
+/// The last `bytes` object made for each of 64 hash buckets of values of up to
+/// 16 bytes.
+struct RecentShortBytes {
+    slots: [Option<(u8, u128, Py<PyAny>)>; 64],
+}
+
+impl RecentShortBytes {
+    const MAX_LEN: usize = 16;
+
+    fn new() -> Self {
+        RecentShortBytes {
+            slots: [const { None }; 64],
+        }
+    }
+
+    fn get(&mut self, py: Python<'_>, value: &[u8]) -> Py<PyAny> {
+        if value.len() > Self::MAX_LEN {
+            return PyBytes::new(py, value).into_any().unbind();
+        }
+        let mut word = [0u8; Self::MAX_LEN];
+        word[..value.len()].copy_from_slice(value);
+        // The length is kept beside the word: zero padding alone would make
+        // b"a" and b"a\0" equal.
+        let (len, word) = (value.len() as u8, u128::from_le_bytes(word));
+        let mixed = (word as u64 ^ (word >> 64) as u64 ^ u64::from(len))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.slots[(mixed >> 58) as usize];
+        match slot {
+            Some((l, w, object)) if *l == len && *w == word => object.clone_ref(py),
+            _ => {
+                let object = PyBytes::new(py, value).into_any().unbind();
+                *slot = Some((len, word, object.clone_ref(py)));
+                object
+            }
+        }
+    }
 }
 
 fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
