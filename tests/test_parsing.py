@@ -126,6 +126,47 @@ def test_uniform_row_length() -> None:
         rk.parse_example([ex(v=[1, 2, 3])], spec)
 
 
+def test_trailing_uniform_partitions_are_dense_inner_dimensions() -> None:
+    # TensorFlow's layout (checked against 2.21): a trailing UniformRowLength is a
+    # dimension of flat_values, not a ragged level; one before another partition is.
+    records = [ex(v=[1, 2, 3, 4], p=[1, 1]), ex(v=[5, 6], p=[1])]
+    out = rk.parse_example(records, {"r": R("int64", value_key="v", partitions=(R.UniformRowLength(2),))})["r"]
+    assert out.flat_values.shape == (3, 2) and [s.tolist() for s in out.nested_row_splits] == [[0, 2, 3]]
+    out = rk.parse_example(records, {"r": R("int64", value_key="v", partitions=(R.RowLengths("p"), R.UniformRowLength(2)))})["r"]
+    assert out.flat_values.shape == (3, 2) and [s.tolist() for s in out.nested_row_splits] == [[0, 2, 3], [0, 1, 2, 3]]
+    out = rk.parse_example([ex(v=[1, 2, 3, 4], p=[1, 1, 1, 1])], {"r": R("int64", value_key="v", partitions=(R.UniformRowLength(2), R.RowLengths("p")))})["r"]
+    assert out.flat_values.shape == (4,) and [s.tolist() for s in out.nested_row_splits] == [[0, 2], [0, 2, 4], [0, 1, 2, 3, 4]]
+    out = rk.parse_example([ex(w=1)], {"r": R("float32", value_key="v", partitions=(R.UniformRowLength(2),))})["r"]
+    assert out.flat_values.shape == (0, 2) and [s.tolist() for s in out.nested_row_splits] == [[0, 0]]
+    single = rk.parse_single_example(records[0], {"r": R("int64", value_key="v", partitions=(R.RowLengths("p"), R.UniformRowLength(2)))})["r"]
+    assert single.flat_values.shape == (2, 2) and single.row_splits.tolist() == [0, 1, 2]
+
+
+def test_missing_row_splits_mean_no_rows() -> None:
+    spec = {"r": R("int64", value_key="v", partitions=(R.RowSplits("p"),), row_splits_dtype="int64")}
+    out = rk.parse_example([ex(w=1), ex(v=[7], p=[0, 1])], spec)["r"]
+    assert [s.tolist() for s in out.nested_row_splits] == [[0, 0, 1], [0, 1]]
+    # TensorFlow's single-example parser passes the missing splits on as they are.
+    assert rk.parse_single_example(ex(w=1), spec)["r"].row_splits.tolist() == []
+    with pytest.raises(rk.ParseError, match="row splits p are empty"):
+        rk.parse_example([ex(v=[1, 2])], spec)
+
+
+@pytest.mark.parametrize(
+    "features, message",
+    [
+        ({"a": rk.FixedLenFeature([], "int64"), "b": rk.SparseFeature("a", "b", "int64", 3)}, "Dense and sparse keys must not intersect"),
+        ({"a": rk.FixedLenFeature([], "int64"), "b": R("int64", partitions=(R.RowLengths("a"),))}, "Dense and ragged keys must not intersect"),
+        ({"i": rk.VarLenFeature("int64"), "b": R("int64", partitions=(R.RowLengths("i"),))}, "Ragged and sparse keys must not intersect"),
+        ({"a": R("int64", partitions=(R.RowLengths("i"),)), "b": R("int64", partitions=(R.RowSplits("i"),), row_splits_dtype="int64")},
+         "Conflicting partition type int32 vs int64 for feature i"),
+    ],
+)
+def test_keys_in_two_roles_are_refused(features: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        rk.parse_example([], features)
+
+
 def test_conflicting_types_for_one_key() -> None:
     with pytest.raises(ValueError, match="Conflicting type"):
         rk.parse_example([ex(a=1)], {"a": rk.VarLenFeature("int64"), "b": rk.SparseFeature("a", "c", "float32", 3)} | {

@@ -92,7 +92,8 @@ class RaggedArray:
         return np.diff(self.row_splits)
 
     def __len__(self) -> int:
-        return len(self.row_splits) - 1
+        # max: TensorFlow's single-example parser can give empty splits (no rows).
+        return max(len(self.row_splits) - 1, 0)
 
     def __getitem__(self, i: int) -> Union[np.ndarray, "RaggedArray"]:
         n = len(self)

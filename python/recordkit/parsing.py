@@ -81,9 +81,57 @@ class _Requests:
         return list(self.dtypes.items())
 
 
+def _check_key_roles(features: Mapping[str, FeatureSpec]) -> None:
+    """TensorFlow's checks on the roles a spec gives its keys (``_ParseOpParams``):
+    a key is dense (FixedLen, FixedLenSequence), sparse (VarLen, SparseFeature's
+    index and value keys) or ragged (RaggedFeature's value and partition keys),
+    never two of these, and one role's uses of a key must agree on its types."""
+    dense: dict[str, str] = {}
+    sparse: dict[str, str] = {}
+    ragged: dict[str, tuple[str, str]] = {}
+
+    def add_sparse(key: str, dtype: str) -> None:
+        known = sparse.setdefault(key, dtype)
+        if known != dtype:
+            raise ValueError(f"Conflicting type {known} vs {dtype} for feature {key}.")
+
+    def add_ragged(key: str, dtype: str, splits: str) -> None:
+        known_dtype, known_splits = ragged.setdefault(key, (dtype, splits))
+        if known_dtype != dtype:
+            raise ValueError(f"Conflicting type {known_dtype} vs {dtype} for feature {key}.")
+        if known_splits != splits:
+            raise ValueError(f"Conflicting partition type {known_splits} vs {splits} for feature {key}.")
+
+    for name in sorted(features):  # TensorFlow adds keys in this order
+        spec = features[name]
+        if isinstance(spec, (FixedLenFeature, FixedLenSequenceFeature)):
+            dense[name] = spec.dtype
+        elif isinstance(spec, VarLenFeature):
+            add_sparse(name, spec.dtype)
+        elif isinstance(spec, SparseFeature):
+            for key in spec._index_keys:  # type: ignore[attr-defined]
+                add_sparse(key, "int64")
+            add_sparse(spec.value_key, spec.dtype)
+        elif isinstance(spec, RaggedFeature):
+            splits = str(np.dtype(spec.row_splits_dtype))
+            add_ragged(spec.value_key or name, spec.dtype, splits)
+            for part in spec.partitions:
+                if not isinstance(part, UniformRowLength):
+                    add_ragged(part.key, "int64", splits)
+    roles = (("Dense", dense), ("sparse", sparse), ("ragged", ragged))
+    for (first, keys_a), (second, keys_b) in ((roles[0], roles[1]), (roles[0], roles[2]), (roles[2], roles[1])):
+        common = keys_a.keys() & keys_b.keys()
+        if common:
+            raise ValueError(
+                f"{first.capitalize()} and {second} keys must not intersect; {first.lower()}_keys: {list(keys_a)}, "
+                f"{second}_keys: {list(keys_b)}, intersection: {sorted(common)}"
+            )
+
+
 def _plan_example(features: Mapping[str, FeatureSpec], requests: _Requests) -> None:
     if not features:
         raise ValueError("features cannot be empty")
+    _check_key_roles(features)
     for name, spec in features.items():
         if isinstance(spec, (FixedLenFeature, VarLenFeature)):
             requests.add(name, spec.dtype)
@@ -182,6 +230,15 @@ def _segment_sums(lengths: np.ndarray, owners: np.ndarray, batch: int) -> np.nda
     return np.bincount(owners, weights=lengths, minlength=batch).astype(np.int64)
 
 
+def _insert_zero_splits(
+    pv: np.ndarray, pc: np.ndarray, starts: np.ndarray, nonempty: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row splits values and counts with a lone 0 for every record that has none."""
+    if nonempty.all():
+        return pv, pc
+    return np.insert(pv, starts[~nonempty], 0), np.where(nonempty, pc, 1)
+
+
 def _partition_lengths(
     name: str, part: Any, columns: dict[str, Column], nvals: np.ndarray, batch: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -216,9 +273,14 @@ def _partition_lengths(
     ends = starts + pc - 1
     nonempty = pc > 0
     if isinstance(part, RowSplits):
-        if (~nonempty).any():
-            i = int(np.argmax(~nonempty))
+        # Empty splits are read as [0], no rows, as TensorFlow's batch parser does;
+        # they do not fit a record with values.
+        bad = ~nonempty & (nvals > 0)
+        if bad.any():
+            i = int(np.argmax(bad))
             raise ParseError(f"Key: {name}, Index: {i}. row splits {part.key} are empty", key=name, index=i)
+        pv, pc = _insert_zero_splits(pv, pc, starts, nonempty)
+        starts = np.cumsum(pc) - pc
         keep = np.ones(len(pv), dtype=bool)
         keep[starts] = False
         lengths = (pv - np.concatenate([[0], pv[:-1]]))[keep]
@@ -242,11 +304,17 @@ def _partition_lengths(
 def _ragged(name: str, spec: RaggedFeature, columns: dict[str, Column], batch: int, single: bool) -> Any:
     values, counts, _ = columns[spec.value_key or name]
     nvals = np.maximum(counts, 0)
-    if single and spec.partitions and all(isinstance(p, UniformRowLength) for p in spec.partitions):
-        inner = tuple(int(p.length) for p in spec.partitions[1:])
-        return values.reshape((-1, int(spec.partitions[0].length)) + inner)
+    partitions = list(spec.partitions)
+    # As in TensorFlow, trailing uniform partitions are dense inner dimensions
+    # of the values, not ragged levels.
+    inner: tuple[int, ...] = ()
+    while partitions and isinstance(partitions[-1], UniformRowLength):
+        _, nvals = _partition_lengths(name, partitions.pop(), columns, nvals, batch)
+        inner = (int(spec.partitions[len(partitions)].length),) + inner
+    if inner:
+        values = values.reshape((-1,) + inner)
     levels = []  # innermost first
-    for part in reversed(spec.partitions):
+    for part in reversed(partitions):
         lengths, nrows = _partition_lengths(name, part, columns, nvals, batch)
         owners = np.repeat(np.arange(batch), nrows)
         sums = _segment_sums(lengths, owners, batch)
@@ -265,6 +333,10 @@ def _ragged(name: str, spec: RaggedFeature, columns: dict[str, Column], batch: i
         return values
     dtype = np.dtype(spec.row_splits_dtype)
     splits = [np.concatenate([[0], np.cumsum(lengths)]).astype(dtype) for lengths in reversed(levels)]
+    if single and isinstance(partitions[0], RowSplits) and columns[partitions[0].key][1][0] <= 0:
+        # TensorFlow's single-example parser passes missing outer splits on as
+        # they are: empty, not [0] (its batch parser gives [0]).
+        splits[0] = splits[0][:0]
     return RaggedArray.from_nested_row_splits(values, splits)
 
 
