@@ -451,7 +451,10 @@ pub fn parse_sequence_examples<'a>(
                         .feature(Schema::TensorFlow)
                         .map_err(malformed(index))?;
                     match f.kind {
-                        None => -1,
+                        // Unlike its Example parser, TensorFlow's SequenceExample
+                        // parser takes a context Feature with no kind as present
+                        // with no values (a dense feature then fails its count).
+                        None => 0,
                         Some(_) => column
                             .values
                             .append(&f)

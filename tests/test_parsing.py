@@ -210,6 +210,22 @@ def test_sequence_errors() -> None:
         rk.parse_sequence_example(records, None, {"tok": rk.FixedLenSequenceFeature([2], "int64", default_value=0)})
 
 
+def test_sequence_context_quirks_match_tensorflow() -> None:
+    # Checked against TensorFlow 2.21. Its SequenceExample parser, unlike its
+    # Example parser, takes a context Feature with no kind as present and empty.
+    record = rk.train.SequenceExample(context=rk.train.Features(feature={"a": rk.train.Feature()})).SerializeToString()
+    with pytest.raises(rk.ParseError, match="Values size: 0"):
+        rk.parse_single_sequence_example(record, {"a": rk.FixedLenFeature([], "int64", default_value=7)})
+    context, _ = rk.parse_single_sequence_example(record, {"a": rk.VarLenFeature("int64")})
+    assert context["a"].values.tolist() == []
+    assert rk.parse_example([ex(a=rk.train.Feature())], {"a": rk.FixedLenFeature([], "int64", default_value=7)})["a"].tolist() == [7]
+    # An empty batch lacks a required context feature in every record.
+    with pytest.raises(rk.ParseError, match="expected 2, but found 0"):
+        rk.parse_sequence_example([], {"a": rk.FixedLenFeature([2], "int64")})
+    context, _, _ = rk.parse_sequence_example([], {"a": rk.FixedLenFeature([2], "int64", default_value=[1, 2])})
+    assert context["a"].shape == (0, 2)
+
+
 def test_parse_errors_pickle() -> None:
     import pickle
 

@@ -558,6 +558,14 @@ def _parse_sequence(
     context_requests, list_requests = _plan_sequence(context, sequence)
     context_columns, list_columns = _native.parse_sequence_columns(records, context_requests.as_list(), list_requests.as_list())
     batch = len(records)
+    if not batch:
+        required = [(name, math.prod(spec.shape)) for name, spec in context.items()
+                    if isinstance(spec, FixedLenFeature) and spec.default_value is None and math.prod(spec.shape)]
+        if required:
+            # TensorFlow's words: in an empty batch a required context feature is
+            # missing from every record.
+            name, size = required[0]
+            raise ParseError(f"Inconsistent max number of elements for feature {name}: expected {size}, but found 0", key=name)
     context_out = _assemble(context, _columns(context_requests, context_columns), batch, single) if context else {}
     lists_out, lengths = _assemble_sequence(sequence, dict(zip(list_requests.dtypes, list_columns)), batch, single)
     return context_out, lists_out, lengths
