@@ -177,20 +177,25 @@ def compare(tf_fn, rk_fn, context) -> None:
         assert {k: canon_rk(v) for k, v in rv.items()} == {k: canon_tf(v) for k, v in tv.items()}, context
 
 
+def compare_examples(records: list[bytes], specs: dict) -> None:
+    """`compare` for parse_example on the batch and parse_single_example on its first record."""
+    pairs = {k: build(k, s) for k, s in specs.items()}
+    rk_spec = {k: p[0] for k, p in pairs.items()}
+    tf_spec = {k: p[1] for k, p in pairs.items()}
+    compare(lambda: tf.io.parse_example(tf.constant(records, dtype=tf.string), tf_spec),
+            lambda: rk.parse_example(records, rk_spec), (records, specs))
+    if records:
+        compare(lambda: tf.io.parse_single_example(tf.constant(records[0]), tf_spec),
+                lambda: rk.parse_single_example(records[0], rk_spec), (records[:1], specs))
+
+
 @settings(max_examples=150, deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(st.lists(record_st, max_size=4), specs_st)
 def test_parse_example_matches_tensorflow(rows, specs) -> None:
     records = [rk.train.Example(features=rk.train.Features(feature={k: feature_value(*v) for k, v in row.items()})).SerializeToString()
                for row in rows]
-    pairs = {k: build(k, s) for k, s in specs.items()}
-    rk_spec = {k: p[0] for k, p in pairs.items()}
-    tf_spec = {k: p[1] for k, p in pairs.items()}
-    compare(lambda: tf.io.parse_example(tf.constant(records, dtype=tf.string), tf_spec),
-            lambda: rk.parse_example(records, rk_spec), (rows, specs))
-    if records:
-        compare(lambda: tf.io.parse_single_example(tf.constant(records[0]), tf_spec),
-                lambda: rk.parse_single_example(records[0], rk_spec), (rows[:1], specs))
+    compare_examples(records, specs)
 
 
 def varint(n: int, pad: int = 0) -> bytes:
@@ -261,14 +266,7 @@ def test_hand_made_wire_encodings_match_tensorflow(rows, specs, rnd) -> None:
         if layout["unknown_fields"]:
             record = tag(5, 0) + varint(300) + record + ld(7, b"junk") + tag(9, 1) + bytes(8) + tag(10, 5) + bytes(4)
         records.append(record)
-    pairs = {k: build(k, s) for k, s in specs.items()}
-    rk_spec = {k: p[0] for k, p in pairs.items()}
-    tf_spec = {k: p[1] for k, p in pairs.items()}
-    compare(lambda: tf.io.parse_example(tf.constant(records, dtype=tf.string), tf_spec),
-            lambda: rk.parse_example(records, rk_spec), (records, specs))
-    if records:
-        compare(lambda: tf.io.parse_single_example(tf.constant(records[0]), tf_spec),
-                lambda: rk.parse_single_example(records[0], rk_spec), (records[:1], specs))
+    compare_examples(records, specs)
 
 
 step_st = st.tuples(st.sampled_from(["none", "int64", "float32", "string"]), st.lists(st.integers(0, 3), max_size=3))
