@@ -309,8 +309,9 @@ def _ragged(name: str, spec: RaggedFeature, columns: dict[str, Column], batch: i
     # of the values, not ragged levels.
     inner: tuple[int, ...] = ()
     while partitions and isinstance(partitions[-1], UniformRowLength):
-        _, nvals = _partition_lengths(name, partitions.pop(), columns, nvals, batch)
-        inner = (int(spec.partitions[len(partitions)].length),) + inner
+        uniform = partitions.pop()
+        _, nvals = _partition_lengths(name, uniform, columns, nvals, batch)
+        inner = (int(uniform.length),) + inner
     if inner:
         values = values.reshape((-1,) + inner)
     levels = []  # innermost first

@@ -24,9 +24,9 @@
 
 use std::sync::Once;
 
-/// Just under glibc's `DEFAULT_MMAP_THRESHOLD_MAX` (32 MiB on 64-bit), less a
-/// page for the chunk header: a larger freed chunk would not move the
-/// thresholds at all.
+/// Just under glibc's `DEFAULT_MMAP_THRESHOLD_MAX` (32 MiB on 64-bit): with
+/// malloc's header, rounded up to a page, the chunk must not exceed it, or its
+/// free would not move the thresholds at all (strace: a 33,550,336-byte map).
 const LARGE_BUFFER: usize = (32 << 20) - (8 << 10);
 
 /// Allocates and frees one large, untouched buffer, once per process. Costs one
