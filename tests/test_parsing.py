@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -152,6 +154,22 @@ def test_missing_row_splits_mean_no_rows() -> None:
         rk.parse_example([ex(v=[1, 2])], spec)
 
 
+def test_row_splits_as_tensorflow_reads_them() -> None:
+    # Checked against TensorFlow 2.21: its batch parser ignores each record's first
+    # split; its single-example parser keeps it, giving splits that do not start at 0.
+    spec = {"r": R("int64", value_key="v", partitions=(R.RowSplits("p"),), row_splits_dtype="int64")}
+    out = rk.parse_example([ex(v=[1, 2, 3], p=[2, 1, 3]), ex(v=[4], p=[0, 1])], spec)["r"]
+    assert [s.tolist() for s in out.nested_row_splits] == [[0, 2, 3], [0, 1, 3, 4]]
+    with pytest.raises(rk.ParseError, match="must start at 0"):
+        rk.parse_single_example(ex(v=[1, 2, 3], p=[2, 1, 3]), spec)
+    # Row lengths that add up but go below zero make no RaggedTensor (TensorFlow,
+    # not validating, returns one anyway).
+    with pytest.raises(rk.ParseError, match="negative row length"):
+        rk.parse_example([ex(v=[1, 2, 3], p=[0, 5, 3])], spec)
+    with pytest.raises(rk.ParseError, match="negative row length"):
+        rk.parse_example([ex(v=[1, 2, 3], p=[5, -2])], {"r": R("int64", value_key="v", partitions=(R.RowLengths("p"),))})
+
+
 @pytest.mark.parametrize(
     "features, message",
     [
@@ -208,6 +226,15 @@ def test_sequence_errors() -> None:
         rk.parse_sequence_example(records, None, {"tok": rk.VarLenFeature("float32")})
     with pytest.raises(ValueError, match="must be None"):
         rk.parse_sequence_example(records, None, {"tok": rk.FixedLenSequenceFeature([2], "int64", default_value=0)})
+
+
+def test_unpacked_floats_beyond_the_shape_are_refused() -> None:
+    # TensorFlow 2.21's batch parser writes these past its output buffer ("double
+    # free or corruption"); recordkit counts them first.
+    floats = b"".join(b"\x0d" + struct.pack("<f", 1.5) for _ in range(1000))
+    record = reference._len(1, reference._len(1, reference._len(1, b"c") + reference._len(2, reference._len(2, floats))))
+    with pytest.raises(rk.ParseError, match="Values size: 1000 but output shape: \\[2\\]"):
+        rk.parse_example([record], {"c": rk.FixedLenFeature([2], "float32", default_value=[0.0, 0.0])})
 
 
 def test_sequence_context_quirks_match_tensorflow() -> None:

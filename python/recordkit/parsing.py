@@ -240,7 +240,7 @@ def _insert_zero_splits(
 
 
 def _partition_lengths(
-    name: str, part: Any, columns: dict[str, Column], nvals: np.ndarray, batch: int
+    name: str, part: Any, columns: dict[str, Column], nvals: np.ndarray, batch: int, single: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """(row lengths over the batch, rows per record) for one partition."""
     if isinstance(part, UniformRowLength):
@@ -281,13 +281,15 @@ def _partition_lengths(
             raise ParseError(f"Key: {name}, Index: {i}. row splits {part.key} are empty", key=name, index=i)
         pv, pc = _insert_zero_splits(pv, pc, starts, nonempty)
         starts = np.cumsum(pc) - pc
+        if single and pv[0] != 0:
+            raise ParseError(f"Key: {name}, Index: 0. row splits {part.key} must start at 0", key=name, index=0)
+        # TensorFlow's batch parser ignores each record's first split (any value
+        # reads as 0); a copy, as another feature may share the column.
+        pv = pv.copy()
+        pv[starts] = 0
         keep = np.ones(len(pv), dtype=bool)
         keep[starts] = False
-        lengths = (pv - np.concatenate([[0], pv[:-1]]))[keep]
-        if (pv[starts] != 0).any():
-            i = int(np.argmax(pv[starts] != 0))
-            raise ParseError(f"Key: {name}, Index: {i}. row splits {part.key} must start at 0", key=name, index=i)
-        return lengths, pc - 1
+        return (pv - np.concatenate([[0], pv[:-1]]))[keep], pc - 1
     if isinstance(part, RowStarts):
         nxt = np.empty_like(pv)
         nxt[:-1] = pv[1:]
@@ -310,14 +312,23 @@ def _ragged(name: str, spec: RaggedFeature, columns: dict[str, Column], batch: i
     inner: tuple[int, ...] = ()
     while partitions and isinstance(partitions[-1], UniformRowLength):
         uniform = partitions.pop()
-        _, nvals = _partition_lengths(name, uniform, columns, nvals, batch)
+        _, nvals = _partition_lengths(name, uniform, columns, nvals, batch, single)
         inner = (int(uniform.length),) + inner
     if inner:
         values = values.reshape((-1,) + inner)
+    if single:
+        for part in partitions[1:]:
+            if isinstance(part, RowSplits) and columns[part.key][1][0] <= 0:
+                # TensorFlow gives -1 rows here and refuses ("Dimension -1 must be >= 0").
+                raise ParseError(f"Key: {name}. row splits {part.key} are empty", key=name, index=0)
     levels = []  # innermost first
     for part in reversed(partitions):
-        lengths, nrows = _partition_lengths(name, part, columns, nvals, batch)
+        lengths, nrows = _partition_lengths(name, part, columns, nvals, batch, single)
         owners = np.repeat(np.arange(batch), nrows)
+        if (lengths < 0).any():
+            i = int(owners[np.argmax(lengths < 0)])
+            raise ParseError(f"Key: {name}, Index: {i}. partition {type(part).__name__} gives a negative row length",
+                             key=name, index=i)
         sums = _segment_sums(lengths, owners, batch)
         bad = sums != nvals
         if bad.any():
