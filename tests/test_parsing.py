@@ -168,6 +168,8 @@ def test_row_splits_as_tensorflow_reads_them() -> None:
         rk.parse_example([ex(v=[1, 2, 3], p=[0, 5, 3])], spec)
     with pytest.raises(rk.ParseError, match="negative row length"):
         rk.parse_example([ex(v=[1, 2, 3], p=[5, -2])], {"r": R("int64", value_key="v", partitions=(R.RowLengths("p"),))})
+    with pytest.raises(rk.ParseError, match="row ids p must not be negative"):
+        rk.parse_example([ex(v=[1], p=[-1])], {"r": R("int64", value_key="v", partitions=(R.ValueRowIds("p"),))})
 
 
 @pytest.mark.parametrize(

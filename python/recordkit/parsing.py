@@ -256,6 +256,9 @@ def _partition_lengths(
     if isinstance(part, RowLengths):
         return pv, pc
     if isinstance(part, ValueRowIds):
+        if (pv < 0).any():
+            i = int(np.repeat(np.arange(batch), pc)[np.argmax(pv < 0)])
+            raise ParseError(f"Key: {name}, Index: {i}. row ids {part.key} must not be negative", key=name, index=i)
         nrows = np.zeros(batch, dtype=np.int64)
         has = pc > 0
         if has.any():
