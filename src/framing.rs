@@ -349,7 +349,6 @@ impl Scanner {
         }
     }
 
-    /// Frames the record at `self.pos` and advances past it.
     /// The next record when the file is mapped whole and the record is
     /// intact, read straight from the mapping; None sends the caller to
     /// [`Self::frame`], which reads any source and reports any damage. For
@@ -391,6 +390,7 @@ impl Scanner {
         })
     }
 
+    /// Frames the record at `self.pos` and advances past it.
     fn frame(&mut self) -> Result<Frame> {
         let frame = self.frame_at(self.pos, self.verify)?;
         if let Frame::Record(span) = frame {
