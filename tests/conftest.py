@@ -14,7 +14,9 @@ settings.register_profile("thorough", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parent.parent
-CONFORMANCE = Path(os.environ.get("RECORDKIT_CONFORMANCE", REPO.parent / "shared" / "conformance"))
+# The project's own copy of ../shared/conformance (refresh it from there with
+# `python tests/data/refresh_conformance.py`): tests never read outside the repository.
+CONFORMANCE = Path(os.environ.get("RECORDKIT_CONFORMANCE", REPO / "tests" / "data" / "conformance"))
 
 
 def load_cases() -> list[dict]:
@@ -23,7 +25,7 @@ def load_cases() -> list[dict]:
     if not cases_file.exists():
         raise RuntimeError(
             f"conformance corpus not found at {CONFORMANCE}; "
-            "set RECORDKIT_CONFORMANCE to the folder holding cases.json"
+            "it ships in tests/data/conformance; set RECORDKIT_CONFORMANCE to another folder holding cases.json"
         )
     return json.loads(cases_file.read_text())["cases"]
 

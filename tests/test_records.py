@@ -329,10 +329,19 @@ def test_write_after_close_fails(tmp_path: Path) -> None:
         writer.write(b"x")
 
 
-def test_missing_directory_names_it(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError) as info:
-        rk.TFRecordWriter(tmp_path / "nope" / "out.tfrecord")
-    assert "nope" in str(info.value)
+def test_every_writer_creates_a_missing_parent_folder(tmp_path: Path) -> None:
+    with rk.TFRecordWriter(tmp_path / "a" / "b" / "out.tfrecord") as writer:
+        writer.write(b"x")
+    with rk.OFRecordWriter(tmp_path / "of" / "part-00000") as writer:
+        writer.write(b"y")
+    rk.write_examples(tmp_path / "c" / "one.tfrecord", {"a": [1]})
+    rk.write_examples(tmp_path / "d" / "set.tfrecord", {"a": [1, 2]}, shards=2)
+    rk.write_ofrecord_parts([b"z"], tmp_path / "e" / "f")
+    assert list(rk.TFRecordReader(tmp_path / "a" / "b" / "out.tfrecord")) == [b"x"]
+    assert list(rk.OFRecordReader(tmp_path / "of" / "part-00000")) == [b"y"]
+    assert rk.count_records(tmp_path / "c" / "one.tfrecord") == 1
+    assert len(rk.list_files(tmp_path / "d")) == 2
+    assert rk.count_records(tmp_path / "e" / "f" / "part-00000", format="ofrecord") == 1
 
 
 def test_missing_file_is_file_not_found(tmp_path: Path) -> None:
@@ -443,10 +452,10 @@ def test_write_ofrecord_parts(tmp_path: Path) -> None:
     parts = [list(rk.OFRecordReader(p)) for p in paths]
     assert [len(p) for p in parts] == [4, 3, 3]
     assert sorted(r for p in parts for r in p) == sorted(records)
-    with pytest.raises(FileExistsError):
-        rk.write_ofrecord_parts(records, tmp_path / "ds", num_parts=2)
-    rk.write_ofrecord_parts(records, tmp_path / "ds", num_parts=2, overwrite=True)
+    # A rewrite with fewer parts replaces the whole set: no stale part-00002.
+    rk.write_ofrecord_parts(records[:4], tmp_path / "ds", num_parts=2)
     assert sorted(os.listdir(tmp_path / "ds")) == ["part-00000", "part-00001"]
+    assert sorted(rk.Dataset(tmp_path / "ds")) == sorted(records[:4])
 
 
 def test_write_ofrecord_parts_leaves_nothing_on_error(tmp_path: Path) -> None:

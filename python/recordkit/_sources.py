@@ -103,13 +103,13 @@ class AtomicTarget:
         suffix = f".tmp-{os.getpid()}-{os.urandom(4).hex()}"
         if scheme is None:
             directory, base = os.path.split(os.path.abspath(path))
-            if not os.path.isdir(directory):
-                raise FileNotFoundError(2, "No such directory", directory)
+            os.makedirs(directory, exist_ok=True)  # every writer creates a missing parent folder
             self._final = path
             self._temp = os.path.join(directory, f".{base}{suffix}")
             self.handle = self._temp
         else:
             fs, fs_path = _fsspec().core.url_to_fs(path)
+            fs.makedirs(fs._parent(fs_path), exist_ok=True)
             self._fs = fs
             self._final = fs_path
             self._temp = fs_path + suffix

@@ -17,6 +17,7 @@ from recordkit import _native
 from recordkit._sources import Source, open_input
 from recordkit.features import FeatureSpec
 from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
+from recordkit._shardsets import shard_names
 from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing
 
 __all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches", "per_file_limit"]
@@ -111,27 +112,6 @@ def example_column_batches(
 
 
 # --- writing -----------------------------------------------------------------------------
-
-_KNOWN_SUFFIXES = (".tfrecords", ".tfrecord", ".tfr", ".gz", ".gzip", ".zz", ".zlib")
-
-
-def shard_names(path: str | os.PathLike[str], shards: int) -> list[str]:
-    """TensorFlow-style shard names: ``out/train.tfrecord``, 3 -> ``out/train-00000-of-00003.tfrecord`` ...
-
-    The record suffixes (``.tfrecord``, ``.gz`` ...) stay at the end.
-    """
-    path = os.fspath(path)
-    directory, base = os.path.split(path)
-    suffix = ""
-    while True:
-        for known in _KNOWN_SUFFIXES:
-            if base.lower().endswith(known) and len(base) > len(known):
-                base, suffix = base[: -len(known)], base[-len(known) :] + suffix
-                break
-        else:
-            break
-    return [os.path.join(directory, f"{base}-{i:05d}-of-{shards:05d}{suffix}") for i in range(shards)]
-
 
 Column = tuple[str, np.ndarray | list, np.ndarray, "np.ndarray | None"]  # kind, values, splits, present
 
@@ -337,9 +317,9 @@ def _row_ranges(rows: int, shards: int) -> list[tuple[int, int]]:
 _WRITE_SLICE_ROWS = 262144
 
 
-def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str) -> None:
+def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str, *, whole_set: bool) -> None:
     rows, normalized = _normalize(columns, schema)
-    with all_or_nothing([writer_factory(t) for t in targets]) as writers:
+    with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
             # Encode in slices so the temporary lists stay small for huge inputs;
             # each slice is one call into Rust, its rows encoded on every core.
@@ -372,9 +352,8 @@ def write_examples(
         The paths written. All files appear together when every one is complete.
     """
     targets = [os.fspath(path)] if shards is None else shard_names(path, _positive(shards))
-    if shards is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(targets[0])), exist_ok=True)
-    _write_all(targets, lambda t: TFRecordWriter(t, compression=compression), columns, "tensorflow")
+    _write_all(targets, lambda t: TFRecordWriter(t, compression=compression), columns, "tensorflow",
+               whole_set=shards is not None)
     return targets
 
 
@@ -386,9 +365,8 @@ def write_ofrecords(directory: str | os.PathLike[str], columns: Any, *, num_part
     ``num_parts`` consecutive parts, all renamed into place together.
     """
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
     targets = [os.path.join(directory, f"part-{i:0{suffix_length}d}") for i in range(_positive(num_parts))]
-    _write_all(targets, OFRecordWriter, columns, "oneflow")
+    _write_all(targets, OFRecordWriter, columns, "oneflow", whole_set=True)
     return targets
 
 

@@ -28,8 +28,9 @@ import numpy as np
 
 from recordkit import _native
 from recordkit._sources import AtomicTarget, PathLike, require
-from recordkit.columnar import Column, _normalize, _write, example_column_batches, shard_names
-from recordkit.dataset import _ONEFLOW_PART, list_files, record_format
+from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names
+from recordkit.columnar import Column, _normalize, _write, example_column_batches
+from recordkit.dataset import list_files, record_format
 from recordkit.images import image_shape
 from recordkit.records import (
     OFRecordReader,
@@ -86,7 +87,7 @@ def detect_format(path: str, *, output: bool = False) -> Format:
     if not output:
         if os.path.isdir(path):
             entries = [e for e in os.listdir(path) if not e.startswith((".", "_"))]
-            if any(_ONEFLOW_PART.match(e) for e in entries):
+            if any(ONEFLOW_PART.match(e) for e in entries):
                 return "ofrecord"
             if entries and all(os.path.isdir(os.path.join(path, e)) for e in entries):
                 return "images"
@@ -544,8 +545,6 @@ class _RecordSink(_Sink):
         self.schema = "oneflow" if fmt == "ofrecord" else "tensorflow"
         self.folder = destination if fmt == "ofrecord" else os.path.dirname(os.path.abspath(destination))
         os.makedirs(self.folder, exist_ok=True)
-        if fmt == "ofrecord" and any(_ONEFLOW_PART.match(e) for e in os.listdir(self.folder)):
-            raise FileExistsError(f"{self.folder} already holds part- files: remove them first, so that old and new parts never mix")
         self.token = os.urandom(4).hex()
         self.staged: list[str] = []
         self.writer: Any = None
@@ -615,8 +614,10 @@ class _RecordSink(_Sink):
             finals = [self.destination]
         else:
             finals = shard_names(self.destination, count)
+        stale = replaced_files(finals) if finals != [self.destination] else []  # a set replaces its older sets
         for staged, final in zip(self.staged, finals):
             os.replace(staged, final)
+        remove_files(stale)
         return finals
 
     def abort(self) -> None:

@@ -31,7 +31,7 @@ import numpy as np
 
 from recordkit import _native
 from recordkit._sources import PathLike, _fsspec, _split_url, open_input
-from recordkit.columnar import shard_names
+from recordkit._shardsets import ONEFLOW_PART, SHARD_NAME, shard_names, split_suffix
 from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
 from recordkit.index import existing_index, read_index
@@ -46,14 +46,12 @@ RecordFormat = Literal["tfrecord", "ofrecord"]
 
 _GLOB_CHARS = frozenset("*?[")
 _AT_SHARDS = re.compile(r"^(?P<base>.+)@(?P<count>\d+)$")
-_SHARD_NAME = re.compile(r"^(?P<prefix>.*)-(?P<index>\d{5,})-of-(?P<total>\d{5,})(?P<suffix>.*)$")
-_ONEFLOW_PART = re.compile(r"^part-\d+$")
 _INDEX_SUFFIXES = (".idx", ".index", ".tfindex")
 
 
 def record_format(path: str) -> RecordFormat:
     """The format a file's name implies: OneFlow's ``part-N`` files are OFRecord, the rest TFRecord."""
-    return "ofrecord" if _ONEFLOW_PART.match(_basename(path)) else "tfrecord"
+    return "ofrecord" if ONEFLOW_PART.match(_basename(path)) else "tfrecord"
 
 
 def _basename(path: str) -> str:
@@ -115,10 +113,20 @@ def _check_shard_sets(files: list[str], where: str, pattern: str | None = None) 
     """
     sets: dict[tuple[str, str, int, str, int], set[int]] = {}
     for path in files:
-        match = _SHARD_NAME.match(_basename(path))
+        match = SHARD_NAME.match(_basename(path))
         if match:
             key = (os.path.dirname(path), match["prefix"], int(match["total"]), match["suffix"], len(match["index"]))
             sets.setdefault(key, set()).add(int(match["index"]))
+    totals: dict[tuple[str, str, str, int], list[int]] = {}
+    for folder, prefix, total, suffix, width in sets:
+        totals.setdefault((folder, prefix, suffix, width), []).append(total)
+    for (folder, prefix, suffix, width), found_totals in totals.items():
+        if len(found_totals) > 1:
+            named = " and ".join(f"{prefix}-{'N' * width}-of-{t:0{width}d}{suffix}" for t in sorted(found_totals))
+            raise ValueError(
+                f"{where}: holds more than one shard set of one name ({named}); reading both would "
+                "mix or repeat records: remove the stale set, or name the one you mean"
+            )
     for (folder, prefix, total, suffix, width), found in sets.items():
         missing = sorted(set(range(total)) - found)
         if pattern is not None:
@@ -140,11 +148,15 @@ def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
     ``name@N`` (the N shards ``name-00000-of-0000N`` ...), or a list of any of
     these. A directory, glob or ``@N`` set from which a ``-NNNNN-of-NNNNN``
     shard is missing is an error, so that no data goes unread without anyone
-    noticing (a glob asks only for the shards it would match).
+    noticing (a glob asks only for the shards it would match); so is a
+    directory or glob holding two shard sets of one name with different
+    totals (``train-*-of-00003`` beside ``train-*-of-00002``), which would
+    repeat records.
 
     Raises:
-        FileNotFoundError: When something named does not exist or a glob or
-            directory holds no record file.
+        FileNotFoundError: When something named does not exist, a glob or
+            directory holds no record file, or a shard set is incomplete.
+        ValueError: When a directory or glob holds two shard sets of one name.
     """
     if isinstance(source, (list, tuple)):
         if not source:
@@ -175,11 +187,19 @@ def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
 
 
 def _at_shards(base: str, count: int) -> list[str]:
-    """``name@N``: TensorFlow's ``name-00000-of-0000N``, or recordkit's names with the suffix kept last."""
+    """``name@N``: the N shards ``name-00000-of-0000N`` (TensorFlow's spelling), or
+    ``name-00000-of-0000N.tfrecord`` and the like (what :func:`shard_names` writes
+    for ``name.tfrecord``; ``name.tfrecord@N`` finds those too)."""
     if count < 1:
         raise ValueError(f"{base}@{count}: a shard count must be at least 1")
-    plain = [f"{base}-{i:05d}-of-{count:05d}" for i in range(count)]
-    for names in (plain, shard_names(base, count)):
+    spellings = [[f"{base}-{i:05d}-of-{count:05d}" for i in range(count)], shard_names(base, count)]
+    if not split_suffix(_basename(base))[1]:
+        spellings += [shard_names(base + suffix, count) for suffix in _SHARD_SUFFIXES]
+    tried: list[str] = []
+    for names in spellings:
+        if names[0] in tried:
+            continue
+        tried.append(names[0])
         present = [_Files(name).exists() for name in names]
         if all(present):
             return names
@@ -188,7 +208,11 @@ def _at_shards(base: str, count: int) -> list[str]:
             raise FileNotFoundError(
                 f"{base}@{count}: {len(missing)} of {count} shards are missing (first: {missing[0]})"
             )
-    raise FileNotFoundError(2, "no shard exists", plain[0])
+    raise FileNotFoundError(f"{base}@{count}: no shard set found; tried {', '.join(tried)}")
+
+
+# The suffixes ``name@N`` tries after TensorFlow's bare spelling, most common first.
+_SHARD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecord.zz", ".tfr", ".gz")
 
 
 # --- splitting the work --------------------------------------------------------------------

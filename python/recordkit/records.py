@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal
 
 from recordkit import _native
+from recordkit._shardsets import remove_files, replaced_files
 from recordkit._sources import Source, open_input, open_output
 from recordkit.errors import DataLossWarning
 
@@ -384,9 +385,15 @@ class OFRecordWriter(_RecordWriter):
 
 
 @contextlib.contextmanager
-def all_or_nothing(writers: list["_RecordWriter"]) -> Iterator[list["_RecordWriter"]]:
+def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False) -> Iterator[list["_RecordWriter"]]:
     """Closes every writer if the block succeeds, and aborts every one if it
-    raises, so a set of files (shards, parts) appears whole or not at all."""
+    raises, so a set of files (shards, parts) appears whole or not at all.
+
+    With ``whole_set``, the writers are a complete shard set or OneFlow part
+    folder, and every earlier shard or part of the same name (any total) is
+    removed once the new files are in place, so old and new sets never mix.
+    """
+    stale = replaced_files([w.name for w in writers]) if whole_set else []
     try:
         yield writers
         for writer in writers:
@@ -395,6 +402,7 @@ def all_or_nothing(writers: list["_RecordWriter"]) -> Iterator[list["_RecordWrit
         for writer in writers:
             writer.abort()
         raise
+    remove_files(stale)
 
 
 def count_records(
@@ -437,13 +445,13 @@ def write_ofrecord_parts(
     num_parts: int = 1,
     *,
     suffix_length: int = 5,
-    overwrite: bool = False,
 ) -> list[str]:
     """Writes records as a OneFlow dataset folder: ``part-00000``, ``part-00001``, ...
 
     Records are dealt round-robin, so parts differ in size by at most one
     record. Every part is written under a temporary name and all are renamed
-    together at the end, so the folder never holds a partial dataset.
+    together at the end; then every older ``part-`` file of the folder is
+    removed, so old and new parts never mix.
 
     Args:
         records: Serialized OFRecord messages (bytes).
@@ -451,8 +459,6 @@ def write_ofrecord_parts(
         num_parts: How many ``part-`` files to write.
         suffix_length: Digits in the part number (OneFlow's
             ``part_name_suffix_length``; 5 gives ``part-00000``).
-        overwrite: Replace existing ``part-`` files. Without it, a folder that
-            already holds parts is refused, so old and new parts never mix.
 
     Returns:
         The paths written, in part order.
@@ -460,16 +466,8 @@ def write_ofrecord_parts(
     if num_parts < 1:
         raise ValueError(f"num_parts must be at least 1, not {num_parts}")
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
-    stale = sorted(name for name in os.listdir(directory) if name.startswith("part-"))
-    if stale and not overwrite:
-        raise FileExistsError(
-            17, f"{directory} already holds {len(stale)} part files (pass overwrite=True)", directory
-        )
     paths = [os.path.join(directory, f"part-{i:0{suffix_length}d}") for i in range(num_parts)]
-    with all_or_nothing([OFRecordWriter(p) for p in paths]) as writers:
+    with all_or_nothing([OFRecordWriter(p) for p in paths], whole_set=True) as writers:
         for writer, record in zip(itertools.cycle(writers), records):
             writer.write(record)
-        for name in stale:
-            os.unlink(os.path.join(directory, name))
     return paths
