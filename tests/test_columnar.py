@@ -187,3 +187,22 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)
     assert growth_mb < 100, f"writing 300 MB of rows took {growth_mb} MB more memory"
     record = next(iter(rk.TFRecordReader(tmp_path / "images.tfrecord")))
     assert rk.decode_example(record)["image"] == [b"\0" * (1 << 20)]
+
+
+def test_read_examples_and_count_records_take_every_source_list_files_takes(tmp_path: Path) -> None:
+    paths = rk.write_examples(tmp_path / "out" / "train.tfrecord", {"id": np.arange(9)}, shards=3)
+    spec = {"id": rk.FixedLenFeature([], "int64")}
+    for source in (f"{tmp_path}/out", f"{tmp_path}/out/*.tfrecord", f"{tmp_path}/out/train@3", [paths[0], f"{tmp_path}/out/train-0000[12]*"]):
+        ids = np.concatenate([batch["id"] for batch in rk.read_examples(source, spec)])
+        assert ids.tolist() == list(range(9)), source
+        assert rk.count_records(source) == 9
+    with open(paths[1], "rb") as f:
+        assert rk.count_records(f) == 3
+
+
+def test_count_records_knows_ofrecord_parts_by_name(tmp_path: Path) -> None:
+    rk.write_ofrecord_parts([b"a", b"bb", b"ccc"], tmp_path / "ds", num_parts=2)
+    assert rk.count_records(tmp_path / "ds" / "part-00000") == 2
+    assert rk.count_records(tmp_path / "ds") == 3
+    with pytest.raises(rk.DataLossError):
+        rk.count_records(tmp_path / "ds" / "part-00000", format="tfrecord")

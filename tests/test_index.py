@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +58,38 @@ def test_parsed_items_and_batches(tmp_path: Path) -> None:
     spec = {"i": rk.FixedLenFeature([], "int64"), "blob": rk.FixedLenFeature([], "string")}
     ds = rk.IndexedDataset(tmp_path / "a.tfrecord", spec)
     assert ds[7]["i"].item() == 7
-    assert ds.__getitems__([3, 1, 4])["i"].tolist() == [3, 1, 4]
+    assert ds[[3, 1, 4]]["i"].tolist() == [3, 1, 4]
+    assert ds.batch([3, 1, 4])["blob"].tolist() == ds[[3, 1, 4]]["blob"].tolist()
+    items = ds.__getitems__([3, 1, 4])  # PyTorch's contract: a list of items, each as ds[i] gives it
+    assert [item["i"] for item in items] == [3, 1, 4]
+    assert all(item["blob"] == ds[i]["blob"] for item, i in zip(items, [3, 1, 4]))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_pytorch_dataloader_default_collate_and_batch_sampler(tmp_path: Path, workers: int) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+
+    make(tmp_path / "a.tfrecord", 100)
+    rk.build_index(tmp_path / "a.tfrecord")
+    spec = {"i": rk.FixedLenFeature([], "int64"), "pair": rk.FixedLenFeature([2], "int64", default_value=[0, 0]),
+            "blob": rk.FixedLenFeature([], "string")}
+    ds = rk.IndexedDataset(tmp_path / "a.tfrecord", spec)
+    # The standard pattern: default collate, batches of tensors.
+    seen: list[int] = []
+    for batch in DataLoader(ds, batch_size=32, shuffle=True, num_workers=workers):
+        assert isinstance(batch["i"], torch.Tensor) and batch["i"].dtype == torch.int64
+        assert batch["pair"].shape == (len(batch["i"]), 2)
+        assert len(batch["blob"]) == len(batch["i"]) and isinstance(batch["blob"][0], bytes)
+        seen += batch["i"].tolist()
+    assert sorted(seen) == list(range(100))
+    # One read and one parse per batch: ds[list] through a BatchSampler.
+    sampler = BatchSampler(RandomSampler(ds), 32, drop_last=False)
+    seen = []
+    for batch in DataLoader(ds, batch_size=None, sampler=sampler, num_workers=workers):
+        assert isinstance(batch["i"], torch.Tensor)
+        seen += batch["i"].tolist()
+    assert sorted(seen) == list(range(100))
 
 
 def test_tfrecord_package_index_is_accepted(tmp_path: Path) -> None:
@@ -78,6 +111,23 @@ def test_compressed_files_are_refused_clearly(tmp_path: Path) -> None:
     for call in (lambda: rk.build_index(tmp_path / "a.tfrecord.gz"), lambda: rk.IndexedDataset(tmp_path / "a.tfrecord.gz")):
         with pytest.raises(ValueError, match="compressed"):
             call()
+
+
+def test_the_fix_suggested_for_compressed_files_works(tmp_path: Path) -> None:
+    source = tmp_path / "my data.tfrecord.gz"  # a space, to check the suggestion's quoting
+    with rk.TFRecordWriter(source, compression="gzip") as writer:
+        writer.write_many([b"a", b"b", b"c"])
+    cli = subprocess.run([sys.executable, "-m", "recordkit", "index", str(source)], capture_output=True, text=True)
+    assert cli.returncode != 0
+    suggestion = re.search(r"(recordkit convert .*?)   \(in Python: (rk\.convert\(.*\))\)", cli.stderr)
+    assert suggestion, cli.stderr
+    command = shlex.split(suggestion[1])
+    subprocess.run([sys.executable, "-m", *command], check=True, capture_output=True)
+    copy = tmp_path / "my data.tfrecord"
+    assert list(rk.IndexedDataset(copy)) == [b"a", b"b", b"c"]
+    copy.unlink()
+    eval(suggestion[2], {"rk": rk})  # the Python spelling, run as written
+    assert list(rk.IndexedDataset(copy)) == [b"a", b"b", b"c"]
 
 
 def test_damage_and_wrong_indexes_are_data_loss(tmp_path: Path) -> None:

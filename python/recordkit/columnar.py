@@ -23,10 +23,16 @@ from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compressio
 __all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches", "per_file_limit"]
 
 
-def _paths(paths: Source | Sequence[Source]) -> list[Source]:
-    if isinstance(paths, (str, os.PathLike)) or hasattr(paths, "read"):
-        return [paths]  # type: ignore[list-item]
-    return list(paths)  # type: ignore[arg-type]
+def expand_sources(sources: Source | Sequence[Source]) -> list[Source]:
+    """The files a source names, as :func:`recordkit.list_files` finds them
+    (globs, folders, ``name@N``, lists), with open file objects kept as they are."""
+    from recordkit.dataset import list_files  # loaded on first use, like Dataset
+
+    items = [sources] if isinstance(sources, (str, os.PathLike)) or hasattr(sources, "read") else list(sources)  # type: ignore[arg-type]
+    if not items:
+        raise ValueError("no sources given: the list is empty")
+    return [item for source in items
+            for item in ([source] if hasattr(source, "read") else list_files(source))]  # type: ignore[arg-type]
 
 
 def read_examples(
@@ -44,7 +50,8 @@ def read_examples(
     span files, so the last batch of each file may be smaller.
 
     Args:
-        paths: A path, URL or file object, or a list of them.
+        paths: Anything :func:`recordkit.list_files` takes (a path or URL,
+            a glob, a folder, ``name@N``, a list of them), or open file objects.
         features: The parse spec, as for :func:`parse_example`.
         batch_size: Records per batch. With large values (images of 100 KB
             and more), batches under about 30 MB of values read 2-3x faster:
@@ -62,7 +69,7 @@ def read_examples(
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
     requests = _Requests()
     _plan_example(features, requests)
-    for count, columns in example_column_batches(_paths(paths), requests.as_list(), batch_size,
+    for count, columns in example_column_batches(expand_sources(paths), requests.as_list(), batch_size,
                                                  compression=compression, verify=verify):
         yield _assemble(features, _columns(requests, columns), count, single=False)
 

@@ -9,14 +9,16 @@ and ours work there.
 from __future__ import annotations
 
 import bisect
+import shlex
 import os
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from recordkit import _native
+from recordkit._shardsets import split_suffix
 from recordkit._sources import open_output
-from recordkit.features import FeatureSpec
+from recordkit.features import FeatureSpec, FixedLenFeature
 from recordkit.parsing import parse_example, parse_single_example
 
 __all__ = ["build_index", "read_index", "IndexedDataset"]
@@ -26,11 +28,23 @@ def _refuse_compressed(path: str) -> None:
     scanner_says = scanner.compression
     scanner.close()
     if scanner_says != "none":
+        copy = _uncompressed_name(path)
         raise ValueError(
             f"{path} is {scanner_says.upper()}-compressed: a compressed stream has no record offsets to "
-            "index (reaching record i means decompressing everything before it). Write it uncompressed "
-            "for random access, e.g. with rk.TFRecordWriter(dst).write_many(rk.TFRecordReader(src))."
+            "index (reaching record i means decompressing everything before it). Make an uncompressed "
+            f"copy for random access: recordkit convert {shlex.quote(path)} {shlex.quote(copy)}   "
+            f"(in Python: rk.convert({path!r}, {copy!r}))"
         )
+
+
+def _uncompressed_name(path: str) -> str:
+    """Where an uncompressed copy of ``path`` goes: its name without ``.gz``/``.zz``, kept a ``.tfrecord``."""
+    base, suffix = split_suffix(os.path.basename(path))
+    record_suffix = suffix.lower()
+    for compressed in (".gz", ".gzip", ".zz", ".zlib"):
+        if record_suffix.endswith(compressed):
+            suffix, record_suffix = suffix[: -len(compressed)], record_suffix[: -len(compressed)]
+    return os.path.join(os.path.dirname(path), base + (suffix or ".tfrecord"))
 
 
 def build_index(
@@ -125,11 +139,14 @@ def _index_for(path: str, index: str | None) -> tuple[np.ndarray, np.ndarray]:
 
 
 class IndexedDataset:
-    """A map-style dataset over TFRecord files: ``len(ds)``, ``ds[i]``, ``ds.__getitems__([i, j, ...])``.
+    """A map-style dataset over TFRecord files: ``len(ds)``, ``ds[i]``, ``ds[[i, j, ...]]``.
 
-    Works with PyTorch samplers (``__getitems__`` is PyTorch's batched fetch)
-    and as a Grain ``RandomAccessDataSource``. Records are read by offset and
-    CRC-checked in Rust, a batch per call.
+    Works with PyTorch's ``DataLoader(ds, batch_size=32, shuffle=True)`` and
+    its default collate (``__getitems__`` is PyTorch's batched fetch), and as
+    a Grain ``RandomAccessDataSource``. Records are read by offset and
+    CRC-checked in Rust, a batch per call. ``ds[list_of_indices]`` (or
+    :meth:`batch`) gives a whole parsed batch in one call: with PyTorch,
+    ``DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), 64, drop_last=False))``.
 
     Args:
         source: A TFRecord path or a list of them (records are numbered across
@@ -216,18 +233,35 @@ class IndexedDataset:
         read and one parse per batch.
         """
         if isinstance(i, slice):
-            return self.__getitems__(range(*i.indices(len(self))))
+            return self.batch(range(*i.indices(len(self))))
         if not isinstance(i, (int, np.integer)):
-            return self.__getitems__(i)
+            return self.batch(i)
         [record] = self.records([i])
         if self.features is None:
             return record
         return parse_single_example(record, self.features)
 
-    def __getitems__(self, indices: Sequence[int]) -> Any:
-        """A batch: raw records, or one parsed batch when ``features`` is set."""
+    def batch(self, indices: Sequence[int]) -> Any:
+        """One batch: the raw records, or with ``features`` one parsed batch
+        (:func:`parse_example`'s columns), read and parsed in one call each."""
         records = self.records(indices)
         return records if self.features is None else parse_example(records, self.features)
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        """PyTorch's batched fetch: the items at ``indices`` as a list, each as ``ds[i]`` gives it.
+
+        The records are read in one call; when every feature is dense
+        (``FixedLenFeature``) they are also parsed in one call and split into
+        rows, so ``DataLoader(ds, batch_size=32, shuffle=True)`` and its
+        default collate give batches of tensors.
+        """
+        records = self.records(indices)
+        if self.features is None:
+            return records
+        if not all(isinstance(spec, FixedLenFeature) for spec in self.features.values()):
+            return [parse_single_example(record, self.features) for record in records]
+        columns = parse_example(records, self.features)
+        return [{name: column[row] for name, column in columns.items()} for row in range(len(records))]
 
     def __repr__(self) -> str:
         return f"IndexedDataset({len(self)} records in {len(self.paths)} file(s))"

@@ -406,37 +406,50 @@ def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False) -
 
 
 def count_records(
-    path: Source,
+    path: Source | list[Source],
     compression: str | None = "auto",
     *,
-    format: Literal["tfrecord", "ofrecord"] = "tfrecord",
+    format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
 ) -> int:
-    """Counts the records in a file without reading their payloads.
+    """Counts the records in a file, or in every file a source names, without reading payloads.
 
-    Length fields (and, for TFRecord, their CRCs) are still checked and
-    truncation is still detected; payload CRCs are not. Compressed files are
-    decompressed, since there is no other way through them.
+    ``path`` is anything :func:`recordkit.list_files` takes (a path or URL, a
+    glob, a folder, ``name@N``, a list) or an open binary file; the result is
+    the total. Length fields (and, for TFRecord, their CRCs) are still checked
+    and truncation is still detected; payload CRCs are not. Compressed files
+    are decompressed, since there is no other way through them.
+
+    Args:
+        format: ``"auto"`` (default): OneFlow ``part-NNNNN`` files are
+            OFRecord, the rest TFRecord, as the ``recordkit`` command decides.
 
     Raises:
         DataLossError: If the framing is damaged.
     """
-    if format not in ("tfrecord", "ofrecord"):
-        raise ValueError(f'format must be "tfrecord" or "ofrecord", not {format!r}')
-    opened = open_input(path)
-    try:
-        scanner = _native.RecordScanner(
-            opened.handle,
-            name=opened.name,
-            format=format,
-            compression=_reader_compression(compression),
-            verify=False,
-        )
+    from recordkit.columnar import expand_sources  # loaded on first use, like Dataset
+    from recordkit.dataset import record_format
+
+    if format not in ("auto", "tfrecord", "ofrecord"):
+        raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
+    total = 0
+    for source in expand_sources(path):
+        opened = open_input(source)
+        file_format = record_format(opened.name) if format == "auto" else format
         try:
-            return scanner.count()
+            scanner = _native.RecordScanner(
+                opened.handle,
+                name=opened.name,
+                format=file_format,
+                compression=_reader_compression(compression),
+                verify=False,
+            )
+            try:
+                total += scanner.count()
+            finally:
+                scanner.close()
         finally:
-            scanner.close()
-    finally:
-        opened.close()
+            opened.close()
+    return total
 
 
 def write_ofrecord_parts(
