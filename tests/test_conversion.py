@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import recordkit as rk
+from recordkit.stats import shorten_title
 from recordkit.conversion import detect_format, parse_size
 
 
@@ -85,8 +87,8 @@ def test_schema_spec_and_stats(tmp_path: Path) -> None:
     assert schema.features["maybe"].present == 5 and schema.features["tokens"].max_values == 2
     assert rk.parse_example(list(rk.TFRecordReader(tmp_path / "t.tfrecord")), spec)["label"].tolist() == list(range(10))
     assert not rk.infer_schema(tmp_path / "t.tfrecord", limit=4).complete
-    records, stats = rk.feature_stats(tmp_path / "t.tfrecord")
-    assert records == 10 and stats["label"].mean == 4.5 and stats["label"].quantiles[0.5] == 4.5
+    stats = rk.feature_stats(tmp_path / "t.tfrecord")
+    assert stats.records == 10 and stats["label"].mean == 4.5 and stats["label"].quantiles[0.5] == 4.5
     assert stats["maybe"].missing == 5 and stats["tokens"].values_per_record == {"min": 0, "mean": 0.9, "max": 2}
 
 
@@ -142,9 +144,9 @@ def test_stats_are_the_same_parsed_in_columns_or_record_by_record(conformance_di
     records = list(rk.TFRecordReader(conformance_dir / "varlen.tfrecord"))
     with rk.TFRecordWriter(tmp_path / "mixed.tfrecord") as writer:
         writer.write_many([b"x", *records])
-    n_columns, columns = rk.feature_stats(conformance_dir / "varlen.tfrecord")
-    n_records, one_by_one = rk.feature_stats(tmp_path / "mixed.tfrecord")
-    assert n_records == n_columns + 1 and columns.keys() == one_by_one.keys()
+    columns = rk.feature_stats(conformance_dir / "varlen.tfrecord")
+    one_by_one = rk.feature_stats(tmp_path / "mixed.tfrecord")
+    assert one_by_one.records == columns.records + 1 and columns.keys() == one_by_one.keys()
     for name, stats in columns.items():
         other = one_by_one[name].to_json()
         other["missing"] -= 1
@@ -156,3 +158,27 @@ def test_npz_refuses_byte_strings_that_numpy_would_cut(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="ending in NUL"):
         rk.convert(tmp_path / "t.tfrecord", tmp_path / "t.npz")
     assert not (tmp_path / "t.npz").exists()
+
+
+def test_feature_stats_go_straight_to_plot_stats(tmp_path: Path) -> None:
+    rk.write_examples(tmp_path / "t.tfrecord", {"label": np.arange(1000) * 7, "score": np.linspace(0, 1, 1000)})
+    stats = rk.feature_stats(tmp_path / "t.tfrecord")  # the README's call, as written
+    assert stats.records == 1000 and set(stats) == {"label", "score"} and len(stats) == 2
+    assert stats.to_json()["features"]["label"]["count"] == 1000
+    page = rk.plot_stats(stats, tmp_path / "stats.html", title="a/very/long/path/" * 10)
+    text = Path(page).read_text()
+    shown = re.search(r"<title>(.*?)</title>", text)[1]
+    assert len(shown) <= 80 and shown.endswith("…") and shown[:-1].split("/")[-1] in {"a", "very", "long", "path"}
+    [label_chart] = [part for part in text.split("<figure>") if "label: values" in part]
+    ticks = re.findall(r"font-size='10'>([^<]+)</text>", label_chart)[:-1]  # the last is "max bar"
+    assert ticks and all(tick.isdigit() for tick in ticks), ticks  # integers get integer ticks
+    with pytest.raises(ValueError, match="positive"):
+        rk.feature_stats(tmp_path / "t.tfrecord", limit=-5)
+    with pytest.raises(ValueError, match=r"\.png .*or \.html"):
+        rk.plot_stats(stats, tmp_path / "stats.jpg")
+
+
+def test_shorten_title_cuts_at_a_boundary() -> None:
+    assert shorten_title("short") == "short"
+    title = shorten_title("data/train-00000-of-00002.tfrecord, data/train-00001-of-00002.tfrecord, data/eval.tfrecord")
+    assert len(title) <= 80 and title.endswith("…") and title[:-1].endswith(".tfrecord")

@@ -97,6 +97,8 @@ __all__ = [
     "infer_schema",
     "Schema",
     "feature_stats",
+    "DatasetStats",
+    "FeatureStats",
     "plot_stats",
     "list_files",
     "build_index",
@@ -121,6 +123,8 @@ _LAZY = {
     "infer_schema": "recordkit.schema",
     "Schema": "recordkit.schema",
     "feature_stats": "recordkit.stats",
+    "DatasetStats": "recordkit.stats",
+    "FeatureStats": "recordkit.stats",
     "plot_stats": "recordkit.stats",
 }
 

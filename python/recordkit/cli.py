@@ -26,7 +26,7 @@ from recordkit.errors import DataLossError, DataLossWarning, ParseError
 from recordkit.index import build_index
 from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records, suffix_compression
 from recordkit.schema import infer_schema
-from recordkit.stats import feature_stats, plot_stats
+from recordkit.stats import check_plot_path, feature_stats, plot_stats
 
 __all__ = ["main"]
 
@@ -34,6 +34,11 @@ __all__ = ["main"]
 def _expand(patterns: Sequence[str]) -> list[str]:
     """The files named: paths, globs the shell left alone, folders, ``name@N`` shard sets."""
     return list_files(list(patterns))
+
+
+def _plural(count: int, noun: str) -> str:
+    """``"1 record"``, ``"2 records"``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _record_format(path: str, forced: str | None) -> str:
@@ -210,12 +215,14 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     paths = _expand(args.paths)
-    records, stats = feature_stats(paths, limit=args.limit, format=_format_arg(args),  # type: ignore[arg-type]
-                                   compression=args.compression)
+    if args.plot:
+        check_plot_path(args.plot)  # before any work: a wrong suffix should not cost a pass over the data
+    stats = feature_stats(paths, limit=args.limit, format=_format_arg(args),  # type: ignore[arg-type]
+                          compression=args.compression)
     if args.json:
-        print(json.dumps({"records": records, "features": {k: v.to_json() for k, v in stats.items()}}, indent=2))
+        print(json.dumps(stats.to_json(), indent=2))
     else:
-        print(f"{records} records")
+        print(_plural(stats.records, "record"))
         for name, item in stats.items():
             per = item.values_per_record
             print(f"\n{name} ({item.kind}): present in {item.count}, missing from {item.missing}; "
@@ -230,7 +237,7 @@ def _stats(args: argparse.Namespace) -> int:
                 print(f"  min {item.min:.6g}, max {item.max:.6g}, mean {item.mean:.6g}; {quantiles}"
                       + (f"; {item.non_finite} non-finite" if item.non_finite else ""))
     if args.plot:
-        print(f"plot: {plot_stats(stats, args.plot, title=', '.join(paths)[:80])}", file=sys.stderr if args.json else sys.stdout)
+        print("plot: " + plot_stats(stats, args.plot, title=", ".join(paths)), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

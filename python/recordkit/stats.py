@@ -11,7 +11,7 @@ import collections
 import itertools
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from recordkit.dataset import list_files, record_format
 from recordkit.columnar import example_column_batches
 from recordkit.schema import decode_any, infer_schema, sample_records
 
-__all__ = ["FeatureStats", "feature_stats", "plot_stats"]
+__all__ = ["FeatureStats", "DatasetStats", "feature_stats", "plot_stats", "check_plot_path", "shorten_title"]
 
 _RESERVOIR = 100_000
 _TOP = 5
@@ -92,6 +92,31 @@ class FeatureStats:
             out.update(min=self.min, max=self.max, mean=self.mean,
                        quantiles={str(q): v for q, v in self.quantiles.items()}, non_finite=self.non_finite)
         return out
+
+
+@dataclass
+class DatasetStats(Mapping[str, FeatureStats]):
+    """What :func:`feature_stats` found: the records read, and one :class:`FeatureStats` per feature.
+
+    It is a mapping from feature name to its statistics (``stats["label"]``,
+    ``for name in stats``), which :func:`plot_stats` draws.
+    """
+
+    records: int
+    features: dict[str, FeatureStats]
+
+    def __getitem__(self, name: str) -> FeatureStats:
+        return self.features[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.features)
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"records": n, "features": {name: ...}}`` as JSON-ready values."""
+        return {"records": self.records, "features": {k: v.to_json() for k, v in self.features.items()}}
 
 
 def _text(value: bytes) -> str:
@@ -185,14 +210,19 @@ def feature_stats(
     format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
     compression: str | None = "auto",
     seed: int = 0,
-) -> tuple[int, dict[str, FeatureStats]]:
-    """``(records read, {feature: FeatureStats})`` over every record (or ``limit`` of them).
+) -> DatasetStats:
+    """Statistics of every feature over every record (or the first ``limit``).
+
+    Returns a :class:`DatasetStats`: ``.records`` read, and a mapping from
+    feature name to :class:`FeatureStats`, ready for :func:`plot_stats`.
 
     A SequenceExample's context features keep their names; its feature lists
     are reported as ``name[]``, over all their steps. Plain Examples are
     parsed into columns in Rust, a batch per call; other records are decoded
     one by one and gathered a batch at a time.
     """
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive number of records, not {limit!r}")
     files = list_files(source)
     schema = infer_schema(files, limit=limit, format=format, compression=compression)
     rng = np.random.default_rng(seed)
@@ -236,7 +266,7 @@ def feature_stats(
                 for kind in {k for k, _ in entries if k is not None}:
                     same = [v for k, v in entries if k == kind]
                     acc.add_values(kind, [b for v in same for b in v] if kind == "bytes_list" else np.concatenate(same))
-    return records, {name: acc.finish(records) for name, acc in sorted(features.items())}
+    return DatasetStats(records, {name: acc.finish(records) for name, acc in sorted(features.items())})
 
 
 # --- pictures ------------------------------------------------------------------------------
@@ -258,6 +288,10 @@ def _histogram(stats: FeatureStats) -> tuple[str, list[str], list[int]] | None:
     if stats.kind in ("int64", "int32", "bytes") and high - low < 30:
         edges = np.arange(low - 0.5, high + 1.5)
         labels = [f"{int(e + 0.5)}" for e in edges[:-1]]
+    elif stats.kind in ("int64", "int32", "bytes"):  # whole-number bins, labelled by their first value
+        edges = np.unique(np.ceil(np.histogram_bin_edges(sample, bins=20)))
+        edges[-1] = high + 1
+        labels = [f"{int(e)}" for e in edges[:-1]]
     else:
         edges = np.histogram_bin_edges(sample, bins=20)
         labels = [f"{e:.3g}" for e in edges[:-1]]
@@ -265,17 +299,40 @@ def _histogram(stats: FeatureStats) -> tuple[str, list[str], list[int]] | None:
     return title, labels, heights.tolist()
 
 
-def plot_stats(stats: dict[str, FeatureStats], path: str | os.PathLike[str], *, title: str = "") -> str:
-    """Draws a histogram per feature into ``path``: ``.png`` (needs matplotlib) or
-    ``.html`` (self-contained SVG, no dependency). Returns the path."""
+def check_plot_path(path: str | os.PathLike[str]) -> str:
+    """``path`` if a plot can be written there (``.png`` or ``.html``), else a ``ValueError``."""
     path = os.fspath(path)
+    if not path.lower().endswith((".html", ".htm", ".png")):
+        raise ValueError(f"{path}: plots are written as .png (needs matplotlib) or .html")
+    return path
+
+
+def shorten_title(text: str, width: int = 80) -> str:
+    """``text`` cut to ``width`` characters at a word, comma or path boundary, with an ellipsis."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    for mark in (", ", " ", "/"):  # whole items of a list first, then words, then path components
+        boundary = cut.rfind(mark)
+        if boundary > width // 2:
+            return cut[:boundary].rstrip(", /") + "…"
+    return cut + "…"
+
+
+def plot_stats(stats: Mapping[str, FeatureStats], path: str | os.PathLike[str], *, title: str = "") -> str:
+    """Draws a histogram per feature into ``path``: ``.png`` (needs matplotlib) or
+    ``.html`` (self-contained SVG, no dependency). Returns the path.
+
+    ``stats`` is what :func:`feature_stats` returns (or any mapping of
+    :class:`FeatureStats`). Long titles are shortened at a word boundary.
+    """
+    path = check_plot_path(path)
+    title = shorten_title(title)
     charts = [chart for chart in map(_histogram, stats.values()) if chart is not None]
     if path.lower().endswith((".html", ".htm")):
         _write_html(charts, path, title)
-    elif path.lower().endswith(".png"):
-        _write_png(charts, path, title)
     else:
-        raise ValueError(f"{path}: plots are written as .png or .html")
+        _write_png(charts, path, title)
     return path
 
 
