@@ -24,6 +24,16 @@ class SparseArray:
     values: np.ndarray
     dense_shape: np.ndarray
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The values' dtype."""
+        return self.values.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The dense shape, as a tuple."""
+        return tuple(int(n) for n in self.dense_shape)
+
     def to_dense(self, default_value: Any = None) -> np.ndarray:
         """The dense array, with ``default_value`` (0 or ``b""``) where nothing is set."""
         if default_value is None:
@@ -90,6 +100,33 @@ class RaggedArray:
     def row_lengths(self) -> np.ndarray:
         """The length of each row."""
         return np.diff(self.row_splits)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The values' dtype."""
+        return self.flat_values.dtype
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        """``(rows, None, ..., *inner)``: ``None`` for each ragged dimension, then the
+        dense inner dimensions of the values (from ``UniformRowLength`` partitions)."""
+        return (len(self),) + (None,) * self.ragged_rank + self.flat_values.shape[1:]
+
+    def to_dense(self, default_value: Any = None) -> np.ndarray:
+        """A dense array padded with ``default_value`` (0 or ``b""``), as ``RaggedTensor.to_tensor()``:
+        each ragged dimension as wide as its longest row."""
+        if default_value is None:
+            default_value = b"" if self.dtype == object else 0
+        inner = self.values.to_dense(default_value) if isinstance(self.values, RaggedArray) else self.values
+        rows = len(self)
+        splits = self.row_splits[: rows + 1].astype(np.int64)
+        lengths = np.diff(splits)
+        width = int(lengths.max()) if rows else 0
+        out = np.full((rows, width) + inner.shape[1:], default_value, dtype=inner.dtype)
+        if rows:
+            positions = np.arange(splits[0], splits[-1])
+            out[np.repeat(np.arange(rows), lengths), positions - np.repeat(splits[:-1], lengths)] = inner[positions]
+        return out
 
     def __len__(self) -> int:
         # max: TensorFlow's single-example parser can give empty splits (no rows).

@@ -1,0 +1,66 @@
+"""Every code block of the README runs, in order, in an empty folder holding only what the repository ships.
+
+The blocks share one folder and (for Python) one namespace, as a reader
+following the README top to bottom would. The set-up block's ``pip install``
+and ``pytest`` lines are what ``.ci/run`` runs; this test checks that they
+are there rather than running them again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+BLOCKS = [(m[1], m[2], REPO.joinpath("README.md").read_text()[: m.start()].count("\n") + 1)
+          for m in BLOCK.finditer(REPO.joinpath("README.md").read_text())]
+RUN_BY_CI = ('pip install -e ".[dev]"', "pytest")  # the set-up and test commands: .ci/run runs them
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("readme")
+    shutil.copytree(REPO / "examples", root / "examples")
+    shutil.copytree(REPO / "docs" / "images", root / "docs" / "images")
+    return root
+
+
+@pytest.fixture(scope="module")
+def namespace() -> dict:
+    return {"__name__": "__readme__"}
+
+
+def test_the_readme_has_blocks_and_ci_runs_its_commands() -> None:
+    assert [lang for lang, _, _ in BLOCKS].count("python") >= 5 and BLOCKS[0][0] == "bash"
+    setup = [line.split("#")[0].strip() for line in BLOCKS[0][1].splitlines()]
+    assert setup[0] == RUN_BY_CI[0] and setup[2] == RUN_BY_CI[1] and setup[1].startswith("recordkit ")
+    ci = (REPO / ".ci" / "run").read_text()
+    assert all(command in ci for command in setup), "the README's set-up, main job and test command must be what CI runs"
+
+
+@pytest.mark.parametrize("number", range(len(BLOCKS)), ids=[f"line{line}-{lang}" for lang, _, line in BLOCKS])
+def test_readme_block(number: int, folder: Path, namespace: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    lang, code, line = BLOCKS[number]
+    monkeypatch.chdir(folder)
+    if lang == "python":
+        if re.search(r"^import jax", code, re.M):
+            pytest.importorskip("jax")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a README example that warns is a README that misleads
+            exec(compile(code, f"README.md:{line}", "exec"), namespace)
+    elif lang == "bash":
+        commands = [c for c in code.splitlines() if c.split("#")[0].strip() not in RUN_BY_CI]
+        env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(commands)], cwd=folder,
+                                capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 0, f"README.md:{line}\n{result.stdout}\n{result.stderr}"
+    else:
+        pytest.fail(f"README.md:{line}: a {lang!r} block, which this test does not know how to run")
