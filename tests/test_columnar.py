@@ -132,7 +132,8 @@ def test_pyarrow_table(tmp_path: Path) -> None:
 def test_pandas_dataframe(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame({"label": [1, 2, 3], "score": [0.5, 0.25, 0.125], "name": ["a", "b", "c"]})
-    [path] = rk.write_examples(tmp_path / "p", frame)
+    with pytest.warns(UserWarning, match="column 'score': float64 values are stored as float32"):
+        [path] = rk.write_examples(tmp_path / "p", frame)
     out = rk.parse_example(list(rk.TFRecordReader(path)), {
         "label": rk.FixedLenFeature([], "int64"), "score": rk.FixedLenFeature([], "float32"), "name": rk.FixedLenFeature([], "string")})
     assert out["label"].tolist() == [1, 2, 3] and out["score"].tolist() == [0.5, 0.25, 0.125]

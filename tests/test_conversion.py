@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 import re
 from pathlib import Path
 
@@ -78,8 +79,9 @@ def test_sequence_examples_copy_between_record_formats_but_have_no_table(tmp_pat
 
 
 def test_schema_spec_and_stats(tmp_path: Path) -> None:
-    rk.write_examples(tmp_path / "t.tfrecord", {
-        "label": np.arange(10), "tokens": [[1] * (i % 3) for i in range(10)], "maybe": [None if i % 2 else 1.5 for i in range(10)]})
+    with pytest.warns(UserWarning, match="'maybe': float64"):
+        rk.write_examples(tmp_path / "t.tfrecord", {
+            "label": np.arange(10), "tokens": [[1] * (i % 3) for i in range(10)], "maybe": [None if i % 2 else 1.5 for i in range(10)]})
     schema = rk.infer_schema(tmp_path / "t.tfrecord")
     spec = schema.to_spec()
     assert isinstance(spec["label"], rk.FixedLenFeature) and spec["label"].shape == ()
@@ -161,7 +163,7 @@ def test_npz_refuses_byte_strings_that_numpy_would_cut(tmp_path: Path) -> None:
 
 
 def test_feature_stats_go_straight_to_plot_stats(tmp_path: Path) -> None:
-    rk.write_examples(tmp_path / "t.tfrecord", {"label": np.arange(1000) * 7, "score": np.linspace(0, 1, 1000)})
+    rk.write_examples(tmp_path / "t.tfrecord", {"label": np.arange(1000) * 7, "score": np.linspace(0, 1, 1000, dtype=np.float32)})
     stats = rk.feature_stats(tmp_path / "t.tfrecord")  # the README's call, as written
     assert stats.records == 1000 and set(stats) == {"label", "score"} and len(stats) == 2
     assert stats.to_json()["features"]["label"]["count"] == 1000
@@ -182,3 +184,57 @@ def test_shorten_title_cuts_at_a_boundary() -> None:
     assert shorten_title("short") == "short"
     title = shorten_title("data/train-00000-of-00002.tfrecord, data/train-00001-of-00002.tfrecord, data/eval.tfrecord")
     assert len(title) <= 80 and title.endswith("…") and title[:-1].endswith(".tfrecord")
+
+
+FLOAT64_SOURCES = {
+    "numpy": lambda d: rk.write_examples(d / "o.tfrecord", {"x": np.array([0.1, 0.2]), "b": np.array([True, False])}),
+    "pandas": lambda d: rk.write_examples(d / "o.tfrecord", pytest.importorskip("pandas").DataFrame({"x": [0.1, 0.2], "b": [True, False]})),
+    "lists": lambda d: rk.write_examples(d / "o.tfrecord", {"x": [0.1, 0.2], "b": [True, False]}),
+    "csv": lambda d: (d.joinpath("t.csv").write_text("x,b\n0.1,True\n0.2,FALSE\n"), rk.convert(d / "t.csv", d / "o.tfrecord")),
+    "jsonl": lambda d: (d.joinpath("t.jsonl").write_text('{"x": 0.1, "b": true}\n{"x": 0.2, "b": false}\n'),
+                        rk.convert(d / "t.jsonl", d / "o.tfrecord")),
+    "parquet": lambda d: (pytest.importorskip("pyarrow.parquet").write_table(
+        pytest.importorskip("pyarrow").table({"x": [0.1, 0.2], "b": [True, False]}), d / "t.parquet"),
+        rk.convert(d / "t.parquet", d / "o.tfrecord")),
+}
+
+
+@pytest.mark.parametrize("source", sorted(FLOAT64_SOURCES))
+def test_float64_narrowing_warns_once_per_column_and_bools_are_int64_from_every_source(tmp_path: Path, source: str) -> None:
+    with pytest.warns(UserWarning) as caught:
+        FLOAT64_SOURCES[source](tmp_path)
+    messages = [str(w.message) for w in caught]
+    assert messages == ["column 'x': float64 values are stored as float32 (tf.train.Example has no float64)"], messages
+    first = rk.decode_example(next(iter(rk.TFRecordReader(tmp_path / "o.tfrecord"))))
+    assert first["b"].dtype == np.int64 and first["b"].tolist() == [1]
+    assert first["x"].dtype == np.float32
+
+
+def test_a_float64_column_warns_once_however_many_chunks(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("x\n" + "0.5\n" * 70_000)
+    with pytest.warns(UserWarning) as caught:
+        rk.convert(tmp_path / "t.csv", tmp_path / "o.tfrecord")
+    assert len(caught) == 1
+
+
+@pytest.mark.parametrize("source", ["numpy", "lists", "arrow", "csv"])
+def test_a_value_beyond_float32_is_an_error_naming_column_and_row(tmp_path: Path, source: str) -> None:
+    big = [1.0] * 70_001 + [1e300]  # past one conversion chunk, so the row counts from the file's start
+    if source == "csv":
+        (tmp_path / "t.csv").write_text("x\n" + "".join(f"{v}\n" for v in big))
+        write = lambda: rk.convert(tmp_path / "t.csv", tmp_path / "o.tfrecord")  # noqa: E731
+    else:
+        column = {"numpy": np.array(big), "lists": [[v] for v in big],
+                  "arrow": pytest.importorskip("pyarrow").array(big)}[source]
+        write = lambda: rk.write_examples(tmp_path / "o.tfrecord", {"x": column})  # noqa: E731
+    with pytest.raises(ValueError, match=r"column 'x', row 70001: 1e\+300 is beyond float32's range"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the first chunk's float64 warning comes before the error
+        write()
+    assert not (tmp_path / "o.tfrecord").exists()
+
+
+def test_csv_booleans_mixed_with_numbers_stay_text(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("m,e\nTrue,\n1,\n")
+    rk.convert(tmp_path / "t.csv", tmp_path / "o.tfrecord")
+    assert rk.decode_example(next(iter(rk.TFRecordReader(tmp_path / "o.tfrecord")))) == {"m": [b"True"]}

@@ -8,6 +8,7 @@ NumPy (or pyarrow, or pandas) columns.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -126,8 +127,59 @@ Column = tuple[str, np.ndarray | list, np.ndarray, "np.ndarray | None"]  # kind,
 _STRING_TYPES = frozenset({bytes, str, np.bytes_, np.str_, bytearray})
 
 
-def _kind_of(values: np.ndarray, schema: str, name: str) -> tuple[str, Any]:
-    """The list kind for a flat array, and the values converted to it."""
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside recordkit."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class ColumnValueError(ValueError):
+    """A value that cannot be stored, naming its column and row (rows count from 0)."""
+
+    def __init__(self, column: str, row: int, problem: str) -> None:
+        super().__init__(f"column {column!r}, row {row}: {problem}")
+        self.column, self.row, self.problem = column, row, problem
+
+    def shifted(self, rows_before: int) -> "ColumnValueError":
+        """The same error in a chunk that starts ``rows_before`` rows into the data."""
+        return ColumnValueError(self.column, self.row + rows_before, self.problem)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ColumnValueError, (self.column, self.row, self.problem)
+
+
+def narrow_to_float32(name: str, values: np.ndarray, splits: np.ndarray | None, warned: set[str] | None) -> np.ndarray:
+    """Wider floats as float32, which is all a ``tf.train.Example`` holds.
+
+    Warns once per column (per ``warned`` set: one write or conversion). A
+    finite value beyond float32's range would become inf: that is an error
+    naming the column and the row (``splits`` maps values to rows).
+    """
+    with np.errstate(over="ignore"):
+        narrowed = np.ascontiguousarray(values, dtype=np.float32)
+    overflow = np.isinf(narrowed) & np.isfinite(values)
+    if overflow.any():
+        i = int(np.argmax(overflow))
+        row = i if splits is None else int(np.searchsorted(splits, i, side="right")) - 1
+        raise ColumnValueError(name, row, f"{float(values[i])!r} is beyond float32's range "
+                               "(about ±3.4e38), and tf.train.Example stores floats as float32")
+    if len(values) and (warned is None or name not in warned):
+        warnings.warn(f"column {name!r}: float64 values are stored as float32 (tf.train.Example has no float64)",
+                      UserWarning, stacklevel=user_stacklevel())
+        if warned is not None:
+            warned.add(name)
+    return narrowed
+
+
+def _kind_of(values: np.ndarray, schema: str, name: str, splits: np.ndarray | None = None,
+             warned: set[str] | None = None) -> tuple[str, Any]:
+    """The list kind for a flat array, and the values converted to it (``splits``:
+    the rows' offsets into ``values``, for naming a row in an error)."""
     kind = values.dtype.kind
     if kind == "S":
         return "bytes_fixed", values  # the raw cells go to Rust: no object per value
@@ -148,6 +200,8 @@ def _kind_of(values: np.ndarray, schema: str, name: str) -> tuple[str, Any]:
                 raise ValueError(f"column {name!r}: value {values.max()} does not fit an int64")
             return "int64_list", np.ascontiguousarray(values, dtype=np.int64)
         if kind == "f":
+            if values.dtype.itemsize > 4:
+                return "float_list", narrow_to_float32(name, values, splits, warned)
             return "float_list", np.ascontiguousarray(values, dtype=np.float32)
     else:
         if kind in "iu":
@@ -170,19 +224,20 @@ def _uniform_splits(rows: int, width: int, shared: dict[tuple[int, int], np.ndar
 
 
 def _from_array(name: str, array: np.ndarray, schema: str,
-                shared: dict[tuple[int, int], np.ndarray]) -> tuple[int, Column]:
+                shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None) -> tuple[int, Column]:
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
     if array.dtype == object and array.ndim == 1:
         types = set(map(type, array))
         if not types <= _STRING_TYPES:
-            return _from_lists(name, list(array), schema)
+            return _from_lists(name, list(array), schema, warned)
         return rows, ("bytes_list", array, _uniform_splits(rows, 1, shared), None)
-    kind, values = _kind_of(array.reshape(-1), schema, name)
-    return rows, (kind, values, _uniform_splits(rows, width, shared), None)
+    splits = _uniform_splits(rows, width, shared)
+    kind, values = _kind_of(array.reshape(-1), schema, name, splits, warned)
+    return rows, (kind, values, splits, None)
 
 
-def _from_lists(name: str, rows_list: list, schema: str) -> tuple[int, Column]:
+def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None) -> tuple[int, Column]:
     """A list of per-row values (scalars, lists, arrays, or None for a missing feature)."""
     present = np.array([v is not None for v in rows_list], dtype=bool)
     pieces = []
@@ -206,8 +261,8 @@ def _from_lists(name: str, rows_list: list, schema: str) -> tuple[int, Column]:
             flat = np.concatenate(typed)
     else:
         flat = np.empty(0, dtype=np.int64)
-    kind, values = _kind_of(flat, schema, name)
     splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    kind, values = _kind_of(flat, schema, name, splits, warned)
     return len(rows_list), (kind, values, splits, None if present.all() else present)
 
 
@@ -225,7 +280,7 @@ def _plain_arrow(name: str, array: Any) -> Any:
     return array
 
 
-def _from_arrow(name: str, array: Any, schema: str) -> tuple[int, Column]:
+def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None) -> tuple[int, Column]:
     import pyarrow as pa
 
     array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
@@ -252,12 +307,18 @@ def _from_arrow(name: str, array: Any, schema: str) -> tuple[int, Column]:
             splits = np.arange(len(array) + 1, dtype=np.int64)
     if values.dtype == object or pa.types.is_binary(array.type) or pa.types.is_string(array.type):
         values = np.asarray(values, dtype=object)
-    kind, converted = _kind_of(np.asarray(values), schema, name)
-    return len(array), (kind, converted, splits.astype(np.int64), present)
+    splits = splits.astype(np.int64)
+    kind, converted = _kind_of(np.asarray(values), schema, name, splits, warned)
+    return len(array), (kind, converted, splits, present)
 
 
-def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
-    """Rows and ``{name: (kind, values, splits, present)}`` from any supported columns."""
+def _normalize(columns: Any, schema: str, warned: set[str] | None = None) -> tuple[int, dict[str, Column]]:
+    """Rows and ``{name: (kind, values, splits, present)}`` from any supported columns.
+
+    ``warned``: the columns already warned about (float64 stored as float32),
+    kept by a caller that normalizes a stream of chunks.
+    """
+    warned = set() if warned is None else warned
     module = type(columns).__module__
     if module.startswith("pyarrow"):
         items = [(name, ("arrow", columns.column(name))) for name in columns.column_names]
@@ -274,11 +335,11 @@ def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
         if not isinstance(name, str):
             raise TypeError(f"column names are str, not {name!r}")
         if isinstance(column, tuple) and column and column[0] == "arrow":
-            n, normalized = _from_arrow(name, column[1], schema)
+            n, normalized = _from_arrow(name, column[1], schema, warned)
         elif type(column).__module__.startswith("pyarrow"):
-            n, normalized = _from_arrow(name, column, schema)
+            n, normalized = _from_arrow(name, column, schema, warned)
         elif isinstance(column, np.ndarray):
-            n, normalized = _from_array(name, column, schema, shared_splits)
+            n, normalized = _from_array(name, column, schema, shared_splits, warned)
         else:
             column = list(column)
             try:
@@ -288,9 +349,9 @@ def _normalize(columns: Any, schema: str) -> tuple[int, dict[str, Column]]:
             if array is not None and array.dtype.kind in "SU":
                 array = np.array(column, dtype=object)  # the Python strings as they are: NumPy's S and U drop trailing NULs
             if array is not None and array.dtype != object:
-                n, normalized = _from_array(name, array, schema, shared_splits)
+                n, normalized = _from_array(name, array, schema, shared_splits, warned)
             else:
-                n, normalized = _from_lists(name, column, schema)
+                n, normalized = _from_lists(name, column, schema, warned)
         if rows is not None and n != rows:
             raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
         rows = n

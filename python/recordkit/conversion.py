@@ -29,7 +29,7 @@ import numpy as np
 from recordkit import _native
 from recordkit._sources import AtomicTarget, PathLike, require
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names
-from recordkit.columnar import Column, _normalize, _write, example_column_batches
+from recordkit.columnar import Column, _normalize, _write, example_column_batches, narrow_to_float32, ColumnValueError
 from recordkit.dataset import list_files, record_format
 from recordkit.images import image_shape
 from recordkit.records import (
@@ -285,16 +285,18 @@ class _ParquetSource(_Source):
         self.file = pq.ParquetFile(path)
         self.rows = self.file.metadata.num_rows
         self.columns = {field.name: _arrow_info(field) for field in self.file.schema_arrow}
-        narrowed = [field.name for field in self.file.schema_arrow if "double" in str(field.type)]
-        if narrowed:
-            warnings.warn(f"{path}: float64 column(s) {', '.join(narrowed)} are stored as float32 "
-                          "(tf.train.Example has no float64)", UserWarning, stacklevel=3)
+        self.warned: set[str] = set()  # float64 columns already warned about, once per conversion
 
     def chunks(self) -> Iterator[Chunk]:
         import pyarrow as pa
 
+        done = 0
         for batch in self.file.iter_batches(_CHUNK_ROWS, columns=list(self.columns)):
-            rows, columns = _normalize(pa.Table.from_batches([batch]), "tensorflow")
+            try:
+                rows, columns = _normalize(pa.Table.from_batches([batch]), "tensorflow", self.warned)
+            except ColumnValueError as error:
+                raise error.shifted(done) from None
+            done += rows
             yield rows, columns
 
 
@@ -308,9 +310,14 @@ def _number(text: str) -> int | float | None:
             return None
 
 
+_BOOLEANS = {"true": 1, "false": 0}
+
+
 class _CsvSource(_Source):
-    """CSV with a header row: a column is int64 when every cell is an integer, float when
-    every cell is a number, else text; empty cells are missing values."""
+    """CSV with a header row: a column is int64 when every cell is an integer (or every
+    cell ``True``/``False``, any case, stored as 1/0, as booleans are everywhere), float
+    (float64, narrowed to float32 in an Example) when every cell is a number, else text;
+    empty cells are missing values."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -322,18 +329,28 @@ class _CsvSource(_Source):
             if header is None:
                 raise ValueError(f"{path} is empty: a CSV file needs a header row")
             self.header = header
-            kinds = {name: "int64" for name in header}
+            kinds = {name: "bool" for name in header}  # "bool" until a cell says otherwise
+            saw_boolean: set[str] = set()
             for row in reader:
                 self.rows += 1
                 for name, cell in zip(header, row):
                     if cell == "" or kinds[name] == "bytes":
                         continue
+                    if cell.lower() in _BOOLEANS:
+                        saw_boolean.add(name)
+                        if kinds[name] != "bool":
+                            kinds[name] = "bytes"  # numbers and True/False mixed: text
+                        continue
                     value = _number(cell)
-                    if value is None:
+                    if value is None or name in saw_boolean:
                         kinds[name] = "bytes"
                     elif isinstance(value, float):
-                        kinds[name] = "float"
-        self.columns = {name: _ColumnInfo(kind, scalar=True, text=kind == "bytes") for name, kind in kinds.items()}
+                        kinds[name] = "double"
+                    elif kinds[name] == "bool":
+                        kinds[name] = "int64"
+        self.booleans = {name for name, kind in kinds.items() if kind == "bool"}
+        self.columns = {name: _ColumnInfo("int64" if kind == "bool" else kind, scalar=True, text=kind == "bytes")
+                        for name, kind in kinds.items()}
 
     def chunks(self) -> Iterator[Chunk]:
         with open(self.path, newline="", encoding="utf-8") as f:
@@ -347,6 +364,8 @@ class _CsvSource(_Source):
                     cells = [row[i] if i < len(row) else "" for row in rows]
                     if info.kind == "bytes":
                         per_row = [None if c == "" else [c.encode("utf-8")] for c in cells]
+                    elif name in self.booleans:
+                        per_row = [None if c == "" else [_BOOLEANS[c.lower()]] for c in cells]
                     else:
                         convert = int if info.kind == "int64" else float
                         per_row = [None if c == "" else [convert(c)] for c in cells]
@@ -358,7 +377,7 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, bool) or isinstance(value, int):
         return "int64"
     if isinstance(value, float):
-        return "float"
+        return "double"
     if isinstance(value, str) or (isinstance(value, dict) and set(value) == {"base64"}):
         return "bytes"
     raise TypeError(f"a JSON value of type {type(value).__name__} has no tf.train.Feature kind: {value!r}")
@@ -392,8 +411,8 @@ class _JsonLinesSource(_Source):
                     kind = _json_kind(v)
                     known = kinds.setdefault(name, kind)
                     if known != kind:
-                        if {known, kind} == {"int64", "float"}:
-                            kinds[name] = "float"
+                        if {known, kind} == {"int64", "double"}:
+                            kinds[name] = "double"
                         else:
                             raise ValueError(f"{path}: key {name!r} holds both {known} and {kind} values")
         self.columns = {name: _ColumnInfo(kind, scalar[name], text[name]) for name, kind in kinds.items()}
@@ -441,6 +460,7 @@ class _NpzSource(_Source):
                 self.columns[key] = _ColumnInfo(self._kind(array), scalar=array.ndim == 1, text=array.dtype.kind == "U")
         if len(lengths) > 1:
             raise ValueError(f"{path}: the arrays have different numbers of rows ({sorted(lengths)})")
+        self.warned: set[str] = set()  # float64 columns already warned about
         self.rows = lengths.pop() if lengths else 0
         self.ragged = ragged
 
@@ -466,7 +486,10 @@ class _NpzSource(_Source):
                 else:
                     array = self.arrays[name][start:stop]
                     table[name] = array.astype(object) if array.dtype.kind == "U" else array
-            yield _normalize(table, "tensorflow")
+            try:
+                yield _normalize(table, "tensorflow", self.warned)
+            except ColumnValueError as error:
+                raise error.shifted(start) from None
 
 
 class _ImageFolderSource(_Source):
@@ -546,6 +569,7 @@ class _RecordSink(_Sink):
         self.folder = destination if fmt == "ofrecord" else os.path.dirname(os.path.abspath(destination))
         os.makedirs(self.folder, exist_ok=True)
         self.token = os.urandom(4).hex()
+        self.warned: set[str] = set()  # float64 columns already warned about
         self.staged: list[str] = []
         self.writer: Any = None
         self.written = 0
@@ -588,7 +612,10 @@ class _RecordSink(_Sink):
 
     def write(self, rows: int, columns: dict[str, Column]) -> None:
         if self.format == "tfrecord":
-            columns = {name: _as_tensorflow(name, column) for name, column in columns.items()}
+            try:
+                columns = {name: _as_tensorflow(name, column, self.warned) for name, column in columns.items()}
+            except ColumnValueError as error:
+                raise error.shifted(self.written) from None
         start = 0
         while start < rows:
             self._before_row()
@@ -628,15 +655,14 @@ class _RecordSink(_Sink):
                 os.unlink(path)
 
 
-def _as_tensorflow(name: str, column: Column) -> Column:
-    """OFRecord's extra kinds in an Example: int32 as int64; float64 as float32, with a warning."""
+def _as_tensorflow(name: str, column: Column, warned: set[str]) -> Column:
+    """OFRecord's extra kinds in an Example: int32 as int64; float64 as float32, with a
+    warning once per column (``warned``) and an error for a value beyond float32's range."""
     kind, values, splits, present = column
     if kind == "int32_list":
         return "int64_list", values.astype(np.int64), splits, present
     if kind == "double_list":
-        warnings.warn(f"feature {name!r}: float64 values are stored as float32 (tf.train.Example has no float64)",
-                      UserWarning, stacklevel=4)
-        return "float_list", values.astype(np.float32), splits, present
+        return "float_list", narrow_to_float32(name, values, splits, warned), splits, present
     return column
 
 
