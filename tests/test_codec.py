@@ -132,7 +132,9 @@ def test_tutorial_printouts() -> None:
 def test_helpers_coerce_like_the_tutorial_needs() -> None:
     assert rk.int64_feature(True).int64_list.value == [1]
     assert rk.int64_feature(np.bool_(False)).int64_list.value == [0]
-    assert rk.int64_feature(np.array([[1, 2], [3, 4]])).int64_list.value == [1, 2, 3, 4]
+    assert rk.int64_feature(np.array([1, 2, 3, 4])).int64_list.value == [1, 2, 3, 4]
+    with pytest.raises(TypeError, match="2-D array"):  # as protobuf refuses it: flattening would hide the shape
+        rk.int64_feature(np.array([[1, 2], [3, 4]]))
     assert rk.bytes_feature("héllo").bytes_list.value == ["héllo".encode()]
     assert rk.float_feature(0.1).float_list.value == [float(np.float32(0.1))]
     with pytest.raises(TypeError, match="1.0.*float_feature"):
@@ -217,3 +219,28 @@ def test_field_three_differs_between_schemas() -> None:
     # The same bytes read as a TensorFlow Features message: field 3 is int64_list there.
     assert rk.decode_ofrecord(data)["x"].tolist() == [2.5]
     assert struct.pack("<d", 2.5) in data
+
+
+@pytest.mark.parametrize("value", [{"b": 1}, {1, 2}, [[1, 2], [3]], [[1, 2], [3, 4]], np.zeros((2, 2)), [1, None], [b"a", [b"b"]], object()])
+def test_values_that_are_not_one_flat_list_are_a_type_error_naming_the_feature(value: object) -> None:
+    with pytest.raises(TypeError, match="feature 'a'"):
+        rk.encode_example({"a": value})
+    with pytest.raises(TypeError, match="int64_feature"):
+        rk.int64_feature(value)
+
+
+def test_flat_values_of_every_accepted_shape_still_encode() -> None:
+    for value in (1, 1.5, "s", b"s", [1, 2], (1, 2), np.arange(3), np.float32(2.5), np.array(7), range(3)):
+        assert rk.encode_example({"a": value})
+
+
+@pytest.mark.parametrize("call", [
+    lambda: rk.parse_example(["abc"], {"a": rk.VarLenFeature("int64")}),
+    lambda: rk.parse_example([b"", "abc"], {"a": rk.VarLenFeature("int64")}),
+    lambda: rk.parse_single_example("abc", {"a": rk.VarLenFeature("int64")}),
+    lambda: rk.decode_example("abc"),
+    lambda: rk.parse_sequence_example(["abc"], sequence_features={"a": rk.VarLenFeature("int64")}),
+])
+def test_str_where_serialized_bytes_are_expected_is_a_type_error(call) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError, match="bytes"):
+        call()

@@ -1,14 +1,16 @@
 """The dict codec and the tutorial's helpers: Python values in, serialized messages out, and back.
 
-Values are Python scalars, lists, NumPy arrays (flattened row-major), bytes
-and str (UTF-8). What kind of list a value becomes follows from its type:
+Values are Python scalars, bytes and str (UTF-8), flat lists of them, and 1-D
+NumPy arrays (or tensors with ``.numpy()``). What kind of list a value becomes
+follows from its type:
 
 - ``bytes``/``str`` -> ``bytes_list``; ``bool``/ints -> ``int64_list`` (bools as 0/1);
   floats -> ``float_list`` (float32, as TensorFlow stores them);
 - for OFRecord, the NumPy dtype decides among all five kinds: ``int32``,
   ``int64``, ``float32``, ``float64`` (Python floats) and bytes.
 
-A value that cannot be stored raises ``TypeError`` naming it.
+A value that cannot be stored (a dict, a set, a nested list, a 2-D array)
+raises ``TypeError`` naming the feature.
 """
 
 from __future__ import annotations
@@ -44,25 +46,41 @@ def _unwrap(value: Any) -> Any:
     return value
 
 
-def _flat(value: Any) -> list | np.ndarray:
-    """A scalar or a (nested) sequence as a flat array or list."""
+_SCALARS = (bytes, str, np.bytes_, np.str_, bool, int, float, np.generic)
+
+
+def _flat(value: Any, what: str) -> list | np.ndarray:
+    """A scalar, a flat sequence or a 0-/1-D array, as a flat list or array.
+
+    Anything else (a dict, a set, a nested list, a 2-D array) is a
+    ``TypeError`` naming ``what``: a feature holds one flat list, and
+    flattening a nested value silently would lose its shape.
+    """
     value = _unwrap(value)
     if isinstance(value, np.ndarray):
+        if value.ndim > 1:
+            raise TypeError(f"{what}: a {value.ndim}-D array of shape {value.shape}; a feature holds one flat "
+                            "list: pass array.reshape(-1), or rk.serialize_tensor(array) to keep the shape")
         return value.reshape(-1)
-    if isinstance(value, (bytes, str, np.bytes_, np.str_, bool, int, float, np.generic)):
+    if isinstance(value, _SCALARS):
         return [value]
     if isinstance(value, (bytearray, memoryview)):
         return [bytes(value)]
-    try:
-        items = list(value)
-    except TypeError:
-        raise TypeError(f"cannot store {value!r} ({type(value).__name__}) in a feature") from None
-    if any(isinstance(v, (list, tuple, np.ndarray)) for v in items):
-        array = np.asarray(items)
-        if array.dtype == object:
-            raise TypeError(f"cannot store the ragged nested list {value!r} in one feature; flatten it first")
-        return array.reshape(-1)
+    if isinstance(value, (Mapping, set, frozenset)) or not isinstance(value, Iterable):
+        raise TypeError(f"{what}: cannot store {_shown(value)} ({type(value).__name__}); "
+                        "a feature holds a scalar, a flat list or a 1-D array")
+    items = list(value)
+    for item in items:
+        if not isinstance(item, (*_SCALARS, bytearray)):
+            raise TypeError(f"{what}: cannot store {_shown(value)}: it holds {_shown(item)} "
+                            f"({type(item).__name__}), and a feature holds one flat list of numbers or strings")
     return items
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut short for an error message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _is_bytes(v: Any) -> bool:
@@ -133,27 +151,27 @@ def _helper_for(value: Any) -> str:
 
 def int64_feature(value: Any) -> train.Feature:
     """A ``Feature`` with an ``int64_list``: ints, bools (as 0/1), or a list/array of them."""
-    return train.Feature(int64_list=train.Int64List(value=_int64_array(_flat(value), "int64_feature")))
+    return train.Feature(int64_list=train.Int64List(value=_int64_array(_flat(value, "int64_feature"), "int64_feature")))
 
 
 def float_feature(value: Any) -> train.Feature:
     """A ``Feature`` with a ``float_list`` (float32): numbers, or a list/array of them."""
-    return train.Feature(float_list=train.FloatList(value=_float_array(_flat(value), "float_feature")))
+    return train.Feature(float_list=train.FloatList(value=_float_array(_flat(value, "float_feature"), "float_feature")))
 
 
 def bytes_feature(value: Any) -> train.Feature:
     """A ``Feature`` with a ``bytes_list``: bytes, str (as UTF-8), or a list of them."""
-    return train.Feature(bytes_list=train.BytesList(value=_bytes_list(_flat(value), "bytes_feature")))
+    return train.Feature(bytes_list=train.BytesList(value=_bytes_list(_flat(value, "bytes_feature"), "bytes_feature")))
 
 
 def double_feature(value: Any) -> ofrecord.Feature:
     """An OFRecord ``Feature`` with a ``double_list`` (float64)."""
-    return ofrecord.Feature(double_list=ofrecord.DoubleList(value=_float_array(_flat(value), "double_feature", np.float64)))
+    return ofrecord.Feature(double_list=ofrecord.DoubleList(value=_float_array(_flat(value, "double_feature"), "double_feature", np.float64)))
 
 
 def int32_feature(value: Any) -> ofrecord.Feature:
     """An OFRecord ``Feature`` with an ``int32_list``."""
-    array = _int64_array(_flat(value), "int32_feature")
+    array = _int64_array(_flat(value, "int32_feature"), "int32_feature")
     if array.size and (array.min() < -(1 << 31) or array.max() >= 1 << 31):
         raise ValueError(f"Value out of range: {array[(array < -(1 << 31)) | (array >= 1 << 31)][0]} does not fit an int32")
     return ofrecord.Feature(int32_list=ofrecord.Int32List(value=array.astype(np.int32)))
@@ -163,7 +181,7 @@ def _tf_entry(key: str, value: Any) -> tuple[str, str | None, Any]:
     """``(key, kind, values)`` for ``encode_features`` from a Python value."""
     if isinstance(value, train.Feature):
         return (key, *value.kind_and_values)
-    flat = _flat(value)
+    flat = _flat(value, f"feature {key!r}")
     if isinstance(flat, np.ndarray):
         kind = flat.dtype.kind
         if kind in "OSU":
@@ -230,7 +248,7 @@ def encode_sequence_example(context: Mapping[str, Any] | None, feature_lists: Ma
         encoded = []
         kinds = set()
         for step in steps:
-            flat = _flat(step)
+            flat = _flat(step, f"feature list {key!r}")
             if isinstance(flat, list) and not flat:
                 encoded.append(None)  # kind decided by the other steps
                 continue
@@ -266,7 +284,7 @@ _OF_DTYPES = {"int32_list": np.int32, "int64_list": np.int64, "float_list": np.f
 def _of_entry(key: str, value: Any) -> tuple[str, str | None, Any]:
     if isinstance(value, ofrecord.Feature):
         return (key, *value.kind_and_values)
-    flat = _flat(value)
+    flat = _flat(value, f"feature {key!r}")
     if isinstance(flat, list):
         if flat and all(_is_bytes(v) for v in flat):
             return key, "bytes_list", _as_bytes(flat)

@@ -171,7 +171,16 @@ fn sequence_columns_to_py(
 }
 
 fn payloads(records: &Bound<'_, PyAny>) -> PyResult<Vec<Payload>> {
-    records.try_iter()?.map(|r| Payload::extract(&r?)).collect()
+    let py = records.py();
+    records
+        .try_iter()?
+        .enumerate()
+        .map(|(i, r)| {
+            Payload::serialized(&r?).map_err(|e| {
+                pyo3::exceptions::PyTypeError::new_err(format!("record {i}: {}", e.value(py)))
+            })
+        })
+        .collect()
 }
 
 /// Parses serialized Examples into columns: for each `(key, dtype)` request,
@@ -287,7 +296,7 @@ pub fn decode_features<'py>(
     schema: &str,
     container: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let payload = Payload::extract(data)?;
+    let payload = Payload::serialized(data)?;
     let schema = self::schema(schema)?;
     let mut entries = Vec::new();
     match container {
@@ -442,7 +451,7 @@ pub fn decode_sequence<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
-    let payload = Payload::extract(data)?;
+    let payload = Payload::serialized(data)?;
     let mut context = Vec::new();
     let mut lists = Vec::new();
     for_each_sequence_entry(&payload, &mut |e| context.push(e), &mut |e| lists.push(e))
@@ -484,7 +493,7 @@ pub fn decode_feature<'py>(
     data: &Bound<'py, PyAny>,
     schema: &str,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let payload = Payload::extract(data)?;
+    let payload = Payload::serialized(data)?;
     let f = feature(&payload, self::schema(schema)?).map_err(malformed)?;
     feature_to_py(py, &f)
 }
@@ -496,7 +505,7 @@ pub fn decode_list<'py>(
     data: &Bound<'py, PyAny>,
     kind: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let payload = Payload::extract(data)?;
+    let payload = Payload::serialized(data)?;
     let f = crate::example::list(&payload, kind_by_name(kind)?);
     f.count().map_err(malformed)?;
     feature_to_py(py, &f)?.get_item(1)

@@ -88,6 +88,18 @@ impl Deref for Payload {
 }
 
 impl Payload {
+    /// A serialized message to decode: bytes-like only. A `str` is refused,
+    /// since its UTF-8 encoding is never what a user meant to parse.
+    pub fn serialized(obj: &Bound<'_, PyAny>) -> PyResult<Payload> {
+        if obj.is_instance_of::<PyString>() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "a serialized record is bytes, not str: pass the bytes a file or SerializeToString() gave",
+            ));
+        }
+        Payload::extract(obj)
+    }
+
+    /// A record to write: bytes-like, or `str` (written as UTF-8).
     pub fn extract(obj: &Bound<'_, PyAny>) -> PyResult<Payload> {
         if obj.is_instance_of::<PyString>() {
             return Ok(Payload::Str(obj.extract()?));
