@@ -37,10 +37,29 @@ def test_defaults_are_not_broadcast() -> None:
     assert out["m"].shape == (1, 2, 2) and out["m"].dtype == np.float32
 
 
-def test_shape_zero_is_always_required() -> None:
-    with pytest.raises(rk.ParseError, match="required"):
-        rk.parse_example([ex(a=1)], {"z": rk.FixedLenFeature([0], "int64")})
-    assert rk.parse_example([ex(z=np.array([], np.int64))], {"z": rk.FixedLenFeature([0], "int64")})["z"].shape == (1, 0)
+@pytest.mark.parametrize("make", [
+    lambda shape: rk.FixedLenFeature(shape, "int64"),
+    lambda shape: rk.FixedLenSequenceFeature(shape, "int64", allow_missing=True),
+])
+def test_shapes_are_checked_when_the_spec_is_made(make) -> None:  # type: ignore[no-untyped-def]
+    for bad in ([0], [2, 0], [-1], (3, -2)):  # TensorFlow 2.21 dies with SIGFPE on [0]
+        with pytest.raises(ValueError, match="positive integer"):
+            make(bad)
+    with pytest.raises(ValueError, match="Missing shape for feature"):
+        make(None)
+    with pytest.raises(ValueError, match="need to be known"):
+        make([None, 2])
+    assert make([2, 1]).shape == (2, 1) and make(3).shape == (3,)
+
+
+def test_an_empty_default_is_refused_alike_for_batches_and_single_records() -> None:
+    with pytest.raises(ValueError, match="needs 1"):
+        rk.FixedLenFeature([], "int64", default_value=[])
+    with pytest.raises(ValueError, match="single value"):
+        rk.FixedLenSequenceFeature([], "int64", allow_missing=True, default_value=[])
+    spec = {"a": rk.FixedLenSequenceFeature([], "int64", allow_missing=True, default_value=[7])}
+    assert rk.parse_single_example(ex(a=[1, 2]), spec)["a"].tolist() == [1, 2]
+    assert rk.parse_example([ex(a=[1, 2]), ex(b=1)], spec)["a"].tolist() == [[1, 2], [7, 7]]
 
 
 def test_type_mismatch_is_an_error() -> None:
@@ -309,3 +328,40 @@ def test_repeated_short_strings_parse_exactly(values: list[bytes]) -> None:
 def test_a_repeated_short_string_is_one_object() -> None:
     out = rk.parse_example([ex(s=b"cat")] * 1000, {"s": rk.FixedLenFeature([], "string")})["s"]
     assert len({id(v) for v in out}) == 1
+
+
+def _sequence(**lists: list) -> bytes:
+    return rk.encode_sequence_example(None, {k: [np.array(step, np.int64) for step in steps] for k, steps in lists.items()})
+
+
+# Expected values as TensorFlow 2.21 gives them (tests/test_tensorflow_differential.py compares live).
+SEQUENCE_PARTITIONS = [
+    (lambda: [rk.RaggedFeature.RowSplits("s")], [[[[1, 2], [3]], [[4]]], [[[5], [6]]]]),
+    (lambda: [rk.RaggedFeature.RowLengths("l")], [[[[1], [2, 3]], [[4]]], [[[5], [6]]]]),
+    (lambda: [rk.RaggedFeature.ValueRowIds("r")], [[[[1, 2], [3]], [[4]]], [[[5], [6]]]]),
+    (lambda: [rk.RaggedFeature.RowLengths("l"), rk.RaggedFeature.UniformRowLength(1)],
+     [[[[[1]], [[2], [3]]], [[[4]]]], [[[[5]], [[6]]]]]),
+]
+SEQUENCE_RECORDS = [
+    _sequence(v=[[1, 2, 3], [4]], s=[[0, 2, 3], [0, 1]], l=[[1, 2], [1]], r=[[0, 0, 1], [0]]),
+    _sequence(v=[[5, 6]], s=[[0, 1, 2]], l=[[1, 1]], r=[[0, 1]]),
+]
+
+
+@pytest.mark.parametrize("partitions, expected", SEQUENCE_PARTITIONS)
+def test_ragged_partitions_on_feature_lists(partitions, expected) -> None:  # type: ignore[no-untyped-def]
+    spec = {"x": rk.RaggedFeature("int64", value_key="v", partitions=partitions())}
+    _, lists, _ = rk.parse_sequence_example(SEQUENCE_RECORDS, sequence_features=spec)
+    assert lists["x"].to_list() == expected
+    _, single = rk.parse_single_sequence_example(SEQUENCE_RECORDS[0], sequence_features=spec)
+    assert single["x"].to_list() == expected[0]
+
+
+def test_misaligned_partitions_on_feature_lists_are_a_parse_error() -> None:
+    spec = {"x": rk.RaggedFeature("int64", value_key="v", partitions=[rk.RaggedFeature.RowSplits("s")])}
+    with pytest.raises(rk.ParseError, match="not aligned: v has 2 steps, s has 1") as info:
+        rk.parse_sequence_example([SEQUENCE_RECORDS[1], _sequence(v=[[1, 2, 3], [4]], s=[[0, 2, 3]])], sequence_features=spec)
+    assert (info.value.key, info.value.index) == ("x", 1)
+    lengths = {"x": rk.RaggedFeature("int64", value_key="v", partitions=[rk.RaggedFeature.RowLengths("l")])}
+    with pytest.raises(rk.ParseError, match=r"Index: 1, step 1\. partition RowLengths covers 2 values but there are 1"):
+        rk.parse_sequence_example([SEQUENCE_RECORDS[1], _sequence(v=[[1], [4]], l=[[1], [1, 1]])], sequence_features=lengths)

@@ -67,7 +67,7 @@ def partitions(names: tuple, module) -> tuple:
 
 
 spec_st = st.one_of(
-    st.tuples(st.just("fixed"), st.sampled_from(DTYPES), st.sampled_from([(), (1,), (2,), (2, 1), (0,)]), st.booleans()),
+    st.tuples(st.just("fixed"), st.sampled_from(DTYPES), st.sampled_from([(), (1,), (2,), (2, 1)]), st.booleans()),
     st.tuples(st.just("varlen"), st.sampled_from(DTYPES)),
     st.tuples(st.just("ragged"), st.sampled_from(DTYPES), st.lists(st.sampled_from(PARTITIONS), max_size=2).map(tuple),
               st.sampled_from(["int32", "int64"])),
@@ -180,6 +180,14 @@ def compare(tf_fn, rk_fn, context) -> None:
         return
     if ts == "ok" and rs == "InvalidArgument" and "SparseFeature needs as many indices" in rv:
         return  # TensorFlow checks only the batch's totals and pairs values across records
+    if ts == "ok" and rs == "InvalidArgument" and " values do not split into rows of " in rv:
+        return  # UniformRowLength over a batch: TensorFlow reshapes the batch's values, pairing records
+    if ts == "ok" and rs == "InvalidArgument" and " must be sorted" in rv:
+        return  # unsorted ValueRowIds: TensorFlow (validate=False) builds rows from them anyway
+    if ts == "ok" and rs == "InvalidArgument" and " row ids for " in rv:
+        return  # ValueRowIds: TensorFlow checks only the batch's total and pairs row ids across records
+    if ts == "ok" and rs == "InvalidArgument" and "values and partitions are not aligned" in rv:
+        return  # a partition feature list with other step counts: TensorFlow checks only with validate=True
     assert rs == ts, (context, tv if ts != "ok" else None, rv if rs != "ok" else None)
     if ts == "ok":
         assert {k: canon_rk(v) for k, v in rv.items()} == {k: canon_tf(v) for k, v in tv.items()}, context
@@ -289,7 +297,9 @@ flist_st = st.one_of(
 )
 seq_record_st = st.tuples(
     st.fixed_dictionaries({}, optional={"a": feature_st, "b": feature_st}),
-    st.fixed_dictionaries({}, optional={"x": flist_st, "y": flist_st, "z": flist_st}),
+    st.fixed_dictionaries({}, optional={"x": flist_st, "y": flist_st, "z": flist_st,
+                                        "i": st.lists(st.tuples(st.just("int64"), st.lists(st.integers(0, 3), max_size=3)), max_size=3),
+                                        "j": st.lists(st.tuples(st.just("int64"), st.lists(st.integers(0, 3), max_size=3)), max_size=3)}),
 )
 ctx_spec_st = st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(
     st.tuples(st.just("fixed"), st.sampled_from(DTYPES), st.sampled_from([(), (1,), (2,)]), st.booleans()),
@@ -299,7 +309,8 @@ ctx_spec_st = st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(
 seq_spec_st = st.dictionaries(st.sampled_from(["x", "y", "z"]), st.one_of(
     st.tuples(st.just("flseq"), st.sampled_from(DTYPES), st.sampled_from([(), (2,)]), st.booleans()),
     st.tuples(st.just("varlen"), st.sampled_from(DTYPES)),
-    st.tuples(st.just("ragged"), st.sampled_from(DTYPES), st.just(()), st.sampled_from(["int32", "int64"])),
+    st.tuples(st.just("ragged"), st.sampled_from(DTYPES), st.lists(st.sampled_from(PARTITIONS), max_size=2).map(tuple),
+              st.sampled_from(["int32", "int64"])),
 ), max_size=3)
 
 

@@ -55,13 +55,26 @@ def normalize_dtype(dtype: Any) -> str:
     return _ALIASES[name]
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int):
-        return (shape,)
-    dims = tuple(shape)
+def _shape(shape: Any, what: str) -> tuple[int, ...]:
+    """A spec's shape as a tuple of positive ints: ``[]`` is one value per record.
+
+    A dimension of zero or less is refused here, when the spec is made:
+    TensorFlow 2.21's parser dies with SIGFPE on a shape of ``[0]``.
+    """
+    if shape is None:
+        raise ValueError(f"Missing shape for feature: {what} needs a shape ([] for one value per record, [k] for k)")
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{what}: shape must be a list of dimensions, not {shape!r}") from None
     for d in dims:
-        if d is None or int(d) < 0:
-            raise ValueError(f"all dimensions of shape {list(dims)} need to be known; use FixedLenSequenceFeature for a variable first dimension")
+        if d is None:
+            raise ValueError(f"{what}: all dimensions of shape {list(dims)} need to be known; "
+                             "use FixedLenSequenceFeature for a variable first dimension")
+        if not isinstance(d, (int, np.integer)) or d < 1:
+            raise ValueError(f"{what}: every dimension of shape {list(dims)} must be a positive integer, not {d!r}")
     return tuple(int(d) for d in dims)
 
 
@@ -100,7 +113,7 @@ class FixedLenFeature:
     default_value: Any = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", _shape(self.shape))
+        object.__setattr__(self, "shape", _shape(self.shape, "FixedLenFeature"))
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
         object.__setattr__(self, "_default", _default_array(self.default_value, self.dtype, self.shape, "FixedLenFeature"))
 
@@ -232,8 +245,13 @@ class FixedLenSequenceFeature:
     default_value: Any = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", _shape(self.shape))
+        object.__setattr__(self, "shape", _shape(self.shape, "FixedLenSequenceFeature"))
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
+        if self.default_value is not None and np.asarray(self.default_value, dtype=object).size != 1:
+            raise ValueError(
+                "FixedLenSequenceFeature.default_value is the padding element and must be a single value, "
+                f"not {self.default_value!r}"
+            )
 
 
 FeatureSpec = Union[FixedLenFeature, VarLenFeature, SparseFeature, RaggedFeature, FixedLenSequenceFeature]

@@ -371,13 +371,7 @@ def _padded(values: np.ndarray, counts: np.ndarray, stride: int, shape: tuple, b
 def _pad_value(spec: FixedLenSequenceFeature) -> Any:
     if spec.default_value is None:
         return b"" if spec.dtype == "string" else 0
-    pad = np.asarray(spec.default_value)
-    if pad.size != 1:
-        raise ValueError(
-            "FixedLenSequenceFeature.default_value is the padding element and must be a single value, "
-            f"not {spec.default_value!r}"
-        )
-    pad = pad.reshape(()).item()
+    pad = np.asarray(spec.default_value).reshape(()).item()  # one value, checked when the spec was made
     return pad.encode() if isinstance(pad, str) else pad
 
 
@@ -465,6 +459,7 @@ def _plan_sequence(
             raise TypeError(f"context feature {name!r}: {type(spec).__name__} is not supported in the context")
     if context:
         _plan_example(context, context_requests)
+    _check_key_roles(sequence)
     for name, spec in sequence.items():
         if isinstance(spec, FixedLenSequenceFeature):
             if spec.default_value is not None:
@@ -473,9 +468,10 @@ def _plan_sequence(
         elif isinstance(spec, VarLenFeature):
             list_requests.add(name, spec.dtype)
         elif isinstance(spec, RaggedFeature):
-            if spec.partitions:
-                raise NotImplementedError("partitions on feature lists are not supported yet")
             list_requests.add(spec.value_key or name, spec.dtype)
+            for part in spec.partitions:
+                if not isinstance(part, UniformRowLength):
+                    list_requests.add(part.key, "int64")  # partitions are feature lists of their own
         else:
             raise TypeError(f"unsupported sequence feature spec for {name!r}: {spec!r}")
     return context_requests, list_requests
@@ -525,14 +521,45 @@ def _assemble_sequence(
                 indices = np.stack([step_owner[value_step], step_in_record[value_step], value_in_step], axis=1)
                 out[name] = SparseArray(indices, values, np.array([batch, max_steps, max_values], dtype=np.int64))
         else:
-            dtype = np.dtype(spec.row_splits_dtype)
-            inner = np.concatenate([[0], np.cumsum(step_counts)]).astype(dtype)
+            by_step = _ragged_by_step(name, spec, columns, steps, step_owner)
             if single:
-                out[name] = RaggedArray(values, inner)
+                out[name] = by_step
             else:
-                outer = np.concatenate([[0], np.cumsum(steps)]).astype(dtype)
-                out[name] = RaggedArray(RaggedArray(values, inner), outer)
+                outer = np.concatenate([[0], np.cumsum(steps)]).astype(np.dtype(spec.row_splits_dtype))
+                out[name] = RaggedArray(by_step, outer)
     return out, lengths
+
+
+def _ragged_by_step(name: str, spec: RaggedFeature, columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+                    steps: np.ndarray, step_owner: np.ndarray) -> Any:
+    """A ragged feature list with its partitions, as TensorFlow builds it: each step
+    is partitioned as one record of a batch would be (so, as in TensorFlow's batch
+    parser, each step's first row split reads as 0), giving ``[steps, ...]``.
+
+    Every partition must be a feature list with as many steps as the values' in
+    each record; TensorFlow checks this only with ``validate=True``, recordkit always.
+    """
+    step_columns: dict[str, Column] = {}
+    for key in [spec.value_key or name] + [p.key for p in spec.partitions if not isinstance(p, UniformRowLength)]:
+        values, step_counts, key_steps = columns[key]
+        misaligned = np.maximum(key_steps, 0) != steps
+        if misaligned.any():
+            i = int(np.argmax(misaligned))
+            raise ParseError(
+                f"Feature list: {name}, Index: {i}. values and partitions are not aligned: "
+                f"{spec.value_key or name} has {int(steps[i])} steps, {key} has {max(int(key_steps[i]), 0)}",
+                key=name, index=i,
+            )
+        step_columns[key] = (values, step_counts, None)
+    try:
+        return _ragged(name, spec, step_columns, len(step_owner), single=False)
+    except ParseError as error:
+        if error.index is None:
+            raise
+        record = int(step_owner[error.index])
+        step = error.index - int(np.searchsorted(step_owner, record))
+        raise ParseError(error.message.replace(f"Index: {error.index}.", f"Index: {record}, step {step}.", 1),
+                         key=name, index=record) from None
 
 
 def parse_sequence_example(
