@@ -221,14 +221,16 @@ def test_sequence_features() -> None:
     context, lists, lengths = rk.parse_sequence_example(
         records,
         {"id": rk.FixedLenFeature([], "int64")},
-        {"tok": rk.VarLenFeature("int64"), "fr": rk.FixedLenSequenceFeature([2], "float32", allow_missing=True),
-         "rag": R("int64", value_key="tok")},
+        {"tok": rk.VarLenFeature("int64"), "fr": rk.FixedLenSequenceFeature([2], "float32", allow_missing=True)},
     )
     assert context["id"].tolist() == [1, 2]
     assert lists["tok"].indices.tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0]]
     assert lists["tok"].dense_shape.tolist() == [2, 2, 2]
     assert lists["fr"].tolist() == [[[0.5, 1.5]], [[0.0, 0.0]]] and lengths["fr"].tolist() == [1, 0]
-    assert lists["rag"].to_list() == [[[1, 2], [3]], [[4]]]
+    # A key is sparse or ragged, never both (TensorFlow's check): the ragged view in a call of its own.
+    with pytest.raises(ValueError, match="Ragged and sparse keys must not intersect"):
+        rk.parse_sequence_example(records, None, {"tok": rk.VarLenFeature("int64"), "rag": R("int64", value_key="tok")})
+    assert rk.parse_sequence_example(records, None, {"rag": R("int64", value_key="tok")})[1]["rag"].to_list() == [[[1, 2], [3]], [[4]]]
     single_context, single_lists = rk.parse_single_sequence_example(records[0], {"id": rk.FixedLenFeature([], "int64")}, {
         "tok": rk.VarLenFeature("int64"), "fr": rk.FixedLenSequenceFeature([2], "float32")})
     assert single_context["id"].item() == 1
