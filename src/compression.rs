@@ -41,8 +41,9 @@ impl Compression {
         }
     }
 
-    /// Guesses the compression of a file from its first bytes (up to 12),
-    /// with the compression its name's suffix suggests as a tie-breaker.
+    /// Guesses the compression of a file from its first bytes (up to 12); the
+    /// compression its name's suffix suggests decides only when the bytes
+    /// match no format (an empty or damaged file).
     ///
     /// For TFRecord files a valid record header wins over everything: a record
     /// whose length happens to start with the GZIP magic would otherwise be
@@ -62,11 +63,11 @@ impl Compression {
             && prefix[0] & 0x0f == 8
             && prefix[0] >> 4 <= 7
             && (u16::from(prefix[0]) << 8 | u16::from(prefix[1])) % 31 == 0;
-        match suffix_hint {
-            Some(hint) => hint,
-            None if zlib_header => Compression::Zlib,
-            None => Compression::None,
+        // Content wins over the name: a ZLIB stream saved as `.gz` is still ZLIB.
+        if zlib_header {
+            return Compression::Zlib;
         }
+        suffix_hint.unwrap_or(Compression::None)
     }
 }
 
@@ -387,6 +388,15 @@ mod tests {
         assert_eq!(Compression::detect(&zz, None, true), Compression::Zlib);
         assert_eq!(
             Compression::detect(b"", Some(Compression::Gzip), true),
+            Compression::Gzip
+        );
+        // Content wins over a suffix that names another format.
+        assert_eq!(
+            Compression::detect(&zz, Some(Compression::Gzip), true),
+            Compression::Zlib
+        );
+        assert_eq!(
+            Compression::detect(&gz[..12], Some(Compression::Zlib), true),
             Compression::Gzip
         );
         let mut header = 3u64.to_le_bytes().to_vec();

@@ -120,6 +120,8 @@ pub struct Skipped {
     pub bytes: u64,
     pub kind: DamageKind,
     pub detail: String,
+    /// Intact records before the damage: the index the damaged record would have had.
+    pub record_index: u64,
 }
 
 enum Frame {
@@ -526,6 +528,7 @@ impl Scanner {
                     bytes: end - start,
                     kind,
                     detail,
+                    record_index: self.records,
                 });
                 self.pos = end;
                 self.state = State::Done;
@@ -543,6 +546,7 @@ impl Scanner {
                         bytes: at - start,
                         kind,
                         detail,
+                        record_index: self.records,
                     });
                     self.pos = at;
                     self.state = State::Active;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 import recordkit as rk
+
+REPO = Path(__file__).resolve().parent.parent
 from conftest import load_cases
 
 
@@ -195,7 +198,7 @@ def test_convert_image_folder_parses_with_the_tutorial_description(tmp_path: Pat
 
 def test_convert_csv_jsonl_npz_and_ofrecord(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text("id,score,name\n1,0.5,cat\n2,,dog\n3,2.25,\n")
-    assert run("convert", str(tmp_path / "t.csv"), str(tmp_path / "t.tfrecord.gz"), "--compression", "gzip").returncode == 0
+    assert run("convert", str(tmp_path / "t.csv"), str(tmp_path / "t.tfrecord.gz"), "--output-compression", "gzip").returncode == 0
     decoded = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "t.tfrecord.gz")]
     assert sorted(decoded[1]) == ["id", "name"]  # the empty score cell is a missing feature
     assert decoded[1]["id"].tolist() == [2] and decoded[1]["name"] == [b"dog"]
@@ -228,7 +231,7 @@ def test_records_that_are_not_examples_are_counted_not_fatal(conformance_dir: Pa
     assert schema["records"] == 4 and schema["undecodable"] == 1 and schema["features"]["feature2"]["present"] == 1
     refused = run("convert", path, str(tmp_path / "t.parquet"))
     assert refused.returncode == 2 and "record 1" in refused.stderr and not (tmp_path / "t.parquet").exists()
-    copied = run("convert", path, str(tmp_path / "t.tfrecord.gz"), "--compression", "gzip")
+    copied = run("convert", path, str(tmp_path / "t.tfrecord.gz"), "--output-compression", "gzip")
     assert copied.returncode == 0, copied.stderr
     assert list(rk.TFRecordReader(tmp_path / "t.tfrecord.gz")) == list(rk.TFRecordReader(path))
 
@@ -240,3 +243,88 @@ def test_convert_refuses_files_that_are_not_images(tmp_path: Path) -> None:
     (tmp_path / "photos" / "cat" / "notes.txt").write_text("not an image")
     result = run("convert", str(tmp_path / "photos"), str(tmp_path / "out.tfrecord"))
     assert result.returncode == 2 and "notes.txt" in result.stderr and not (tmp_path / "out.tfrecord").exists()
+
+
+# --- rough edges a first hour finds -----------------------------------------------------
+
+
+def test_debug_works_before_and_after_the_subcommand(tmp_path: Path) -> None:
+    for args in (["--debug", "count", str(tmp_path / "absent")], ["count", str(tmp_path / "absent"), "--debug"]):
+        result = run(*args)
+        assert result.returncode != 0 and "Traceback" in result.stderr, args
+    plain = run("count", str(tmp_path / "absent"))
+    assert "Traceback" not in plain.stderr and plain.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args, complaint", [
+    (["stats", "--limit", "-5"], "must be at least 1"),
+    (["stats", "--plot", "out.jpg"], ".png"),
+    (["head", "-n", "-1"], "must be at least 0"),
+    (["inspect", "--limit", "0"], "must be at least 1"),
+    (["convert", "--shards", "0"], "must be at least 1"),
+])
+def test_option_values_are_checked_before_any_work(tmp_path: Path, args: list[str], complaint: str) -> None:
+    path = tmp_path / "t.tfrecord"
+    rk.write_examples(path, {"a": [1, 2]})
+    extra = [str(tmp_path / "out.tfrecord")] if args[0] == "convert" else []
+    result = run(*args, str(path), *extra)
+    assert result.returncode == 2 and complaint in result.stderr and "islice" not in result.stderr, result.stderr
+    assert not (tmp_path / "out.jpg").exists() and not (tmp_path / "out.tfrecord").exists()
+
+
+def test_a_malformed_json_lines_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "t.jsonl").write_text('{"a": 1}\n{"a": \n')
+    result = run("convert", str(tmp_path / "t.jsonl"), str(tmp_path / "t.tfrecord"))
+    assert result.returncode == 2 and f"{tmp_path / 't.jsonl'}:2: not valid JSON" in result.stderr
+
+
+@pytest.mark.parametrize("layout", ["stray file", "no class folders"])
+def test_files_that_are_not_images_in_an_image_folder_are_reported_as_such(tmp_path: Path, layout: str) -> None:
+    photos = tmp_path / "photos"
+    jpeg = (REPO / "docs" / "images" / "cat.jpg").read_bytes()
+    if layout == "stray file":
+        (photos / "cat").mkdir(parents=True)
+        (photos / "cat" / "a.jpg").write_bytes(jpeg)
+        (photos / "labels.txt").write_text("cat\n")
+        expected = "labels.txt: a file beside the class folders"
+    else:
+        photos.mkdir()
+        (photos / "a.jpg").write_bytes(jpeg)
+        expected = "put them in one subfolder per class"
+    result = run("convert", str(photos), str(tmp_path / "out.tfrecord"))
+    assert result.returncode == 2 and expected in result.stderr and "truncated record" not in result.stderr, result.stderr
+
+
+def test_convert_offers_only_what_it_writes_and_compression_means_the_input(tmp_path: Path) -> None:
+    assert "invalid choice: 'images'" in run("convert", "a.tfrecord", "b", "--to", "images").stderr
+    with rk.TFRecordWriter(tmp_path / "g.data", compression="gzip") as writer:
+        writer.write_many([b"a", b"b"])
+    out = run("convert", str(tmp_path / "g.data"), str(tmp_path / "z.tfrecord"), "--compression", "gzip",
+              "--output-compression", "zlib", "--from", "tfrecord")
+    assert out.returncode == 0, out.stderr
+    assert rk.TFRecordReader(tmp_path / "z.tfrecord").compression == "zlib"
+    assert list(rk.TFRecordReader(tmp_path / "z.tfrecord")) == [b"a", b"b"]
+
+
+def test_content_wins_over_the_suffix_when_detecting_compression(tmp_path: Path) -> None:
+    with rk.TFRecordWriter(tmp_path / "z.tfrecord.zz", compression="zlib") as writer:
+        writer.write_many([b"a", b"b"])
+    os.rename(tmp_path / "z.tfrecord.zz", tmp_path / "z.tfrecord.gz")  # a ZLIB stream named .gz
+    assert list(rk.TFRecordReader(tmp_path / "z.tfrecord.gz")) == [b"a", b"b"]
+    assert run("count", str(tmp_path / "z.tfrecord.gz")).stdout.strip() == "2"
+
+
+def test_verify_and_salvage_lines_give_the_record_and_the_offset_once(tmp_path: Path) -> None:
+    path = tmp_path / "v.tfrecord"
+    rk.write_examples(path, {"a": list(range(5))})
+    data = bytearray(path.read_bytes())
+    data[40] ^= 1  # inside the second record's header
+    path.write_bytes(bytes(data))
+    verify = run("verify", str(path))
+    [line] = verify.stdout.splitlines()
+    assert line == f"{path}: record 1, offset 30: corrupted record: the length field fails its CRC (30 bytes skipped)"
+    salvage = run("salvage", str(path), str(tmp_path / "f.tfrecord"))
+    assert salvage.stdout.splitlines()[-1] == f"kept 4 records; skipped 30 bytes in 1 damaged region -> {tmp_path / 'f.tfrecord'}"
+    one = tmp_path / "one.tfrecord"
+    rk.write_examples(one, {"a": [1]})
+    assert run("verify", str(one)).stdout.strip() == f"{one}: OK, 1 record"

@@ -71,7 +71,7 @@ def test_sequence_examples_copy_between_record_formats_but_have_no_table(tmp_pat
     records = [rk.encode_sequence_example({"id": i}, {"tokens": [[1, 2], [3]]}) for i in range(3)]
     with rk.TFRecordWriter(tmp_path / "s.tfrecord") as writer:
         writer.write_many(records)
-    [out] = rk.convert(tmp_path / "s.tfrecord", tmp_path / "copy.tfrecord.gz", compression="gzip")
+    [out] = rk.convert(tmp_path / "s.tfrecord", tmp_path / "copy.tfrecord.gz", output_compression="gzip")
     assert list(rk.TFRecordReader(out)) == records
     with pytest.raises(ValueError, match="SequenceExamples have no table form"):
         rk.convert(tmp_path / "s.tfrecord", tmp_path / "s.parquet")
@@ -123,7 +123,7 @@ def test_output_compression_follows_the_suffix(tmp_path: Path) -> None:
     assert Path(gz).read_bytes()[:2] == b"\x1f\x8b"
     [zz] = rk.convert(source, tmp_path / "t.tfrecord.zz")
     assert Path(zz).read_bytes()[0] == 0x78
-    [plain] = rk.convert(source, tmp_path / "u.tfrecord.gz", compression="none")
+    [plain] = rk.convert(source, tmp_path / "u.tfrecord.gz", output_compression="none")
     assert rk.TFRecordReader(plain, compression="none").compression == "none"
     assert [len(list(rk.TFRecordReader(p))) for p in (gz, zz)] == [3, 3]
 

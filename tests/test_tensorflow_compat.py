@@ -210,7 +210,7 @@ def test_tensorflow_reads_what_convert_writes(tmp_path: Path) -> None:
     table = pa.table({"id": pa.array(range(50), pa.int64()), "name": [f"n{i}" for i in range(50)],
                       "tokens": [[i] * (i % 4) for i in range(50)]})
     pq.write_table(table, tmp_path / "t.parquet")
-    shards = rk.convert(tmp_path / "t.parquet", tmp_path / "out" / "t.tfrecord.gz", shards=3, compression="gzip")
+    shards = rk.convert(tmp_path / "t.parquet", tmp_path / "out" / "t.tfrecord.gz", shards=3, output_compression="gzip")
     spec = {"id": tf.io.FixedLenFeature([], tf.int64), "name": tf.io.FixedLenFeature([], tf.string),
             "tokens": tf.io.VarLenFeature(tf.int64)}
     ds = tf.data.TFRecordDataset(shards, compression_type="GZIP").batch(100).map(lambda b: tf.io.parse_example(b, spec))

@@ -12,6 +12,7 @@ import base64
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from typing import Any, Iterator, Sequence
@@ -24,7 +25,7 @@ from recordkit.conversion import FORMATS, convert, parse_size
 from recordkit.dataset import list_files, record_format
 from recordkit.errors import DataLossError, DataLossWarning, ParseError
 from recordkit.index import build_index
-from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records, suffix_compression
+from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records, plural, suffix_compression
 from recordkit.schema import infer_schema
 from recordkit.stats import check_plot_path, feature_stats, plot_stats
 
@@ -34,11 +35,6 @@ __all__ = ["main"]
 def _expand(patterns: Sequence[str]) -> list[str]:
     """The files named: paths, globs the shell left alone, folders, ``name@N`` shard sets."""
     return list_files(list(patterns))
-
-
-def _plural(count: int, noun: str) -> str:
-    """``"1 record"``, ``"2 records"``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def _record_format(path: str, forced: str | None) -> str:
@@ -69,7 +65,8 @@ def _verify(args: argparse.Namespace) -> int:
                 for _ in reader:
                     pass
             problems = [
-                f"{path}: offset {r.offset}: {r.detail} ({r.bytes_skipped} bytes skipped)"
+                f"{path}: record {r.record_index}, offset {r.offset}: {_without_offset(r.detail)} "
+                f"({plural(r.bytes_skipped, 'byte')} skipped)"
                 for r in reader.stats.damaged_regions
             ]
             records = reader.stats.records
@@ -79,14 +76,19 @@ def _verify(args: argparse.Namespace) -> int:
                 for _ in OFRecordReader(path, args.compression):
                     records += 1
             except DataLossError as error:
-                problems = [f"{path}: offset {error.offset}: {error.message}"]
+                problems = [f"{path}: record {records}, offset {error.offset}: {_without_offset(error.message)}"]
         if problems:
             damaged += 1
             for line in problems:
                 print(line)
         else:
-            print(f"{path}: OK, {records} records")
+            print(f"{path}: OK, {plural(records, 'record')}")
     return 1 if damaged else 0
+
+
+def _without_offset(detail: str) -> str:
+    """A damage message without its own "at <offset>", which the line already gives once."""
+    return re.sub(r" at \d+\b", "", detail, count=1)
 
 
 def _json_value(value: Any) -> Any:
@@ -168,9 +170,10 @@ def _salvage(args: argparse.Namespace) -> int:
         with TFRecordWriter(args.destination, compression=None if compression == "none" else compression) as writer:
             writer.write_many(reader)
     for region in reader.stats.damaged_regions:
-        print(f"{args.source}: offset {region.offset}: skipped {region.bytes_skipped} bytes ({region.detail})")
-    print(f"kept {reader.stats.records} records; skipped {reader.stats.bytes_skipped} bytes in "
-          f"{len(reader.stats.damaged_regions)} damaged regions -> {args.destination}")
+        print(f"{args.source}: record {region.record_index}, offset {region.offset}: skipped "
+              f"{plural(region.bytes_skipped, 'byte')} ({_without_offset(region.detail)})")
+    print(f"kept {plural(reader.stats.records, 'record')}; skipped {plural(reader.stats.bytes_skipped, 'byte')} in "
+          f"{plural(len(reader.stats.damaged_regions), 'damaged region')} -> {args.destination}")
     return 0
 
 
@@ -222,7 +225,7 @@ def _stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats.to_json(), indent=2))
     else:
-        print(_plural(stats.records, "record"))
+        print(plural(stats.records, "record"))
         for name, item in stats.items():
             per = item.values_per_record
             print(f"\n{name} ({item.kind}): present in {item.count}, missing from {item.missing}; "
@@ -248,13 +251,33 @@ def _convert(args: argparse.Namespace) -> int:
     written = convert(
         sources if len(sources) > 1 else sources[0], args.destination,
         shards=args.shards, shard_size=parse_size(args.shard_size) if args.shard_size else None,
-        compression=args.output_compression,
+        output_compression=args.output_compression, source_compression=args.compression,
         features=args.features.split(",") if args.features else None,
         source_format=args.source_format, destination_format=args.destination_format,
     )
     for path in written:
         print(path)
     return 0
+
+
+def _count_arg(minimum: int) -> Any:
+    """An argparse type: an integer of at least ``minimum``, checked before any work."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+    return parse
+
+
+def _plot_arg(text: str) -> str:
+    try:
+        return check_plot_path(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -264,13 +287,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"recordkit {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    # --debug is also taken after the subcommand; SUPPRESS keeps a subcommand
+    # that lacks it from resetting what was given before it.
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return commands.add_parser(name, parents=[debug], formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
     def add(name: str, help: str, example: str):
-        sub = commands.add_parser(
-            name, help=help, description=help, epilog=f"example:\n  {example}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        sub = command(name, help=help, description=help, epilog=f"example:\n  {example}")
         sub.add_argument("paths", nargs="+", metavar="PATH", help="files, globs or URLs")
         sub.add_argument("--compression", default="auto", help='"auto" (default), "none", "gzip" or "zlib"')
         sub.add_argument("--record-format", choices=["tfrecord", "ofrecord"],
@@ -286,17 +313,16 @@ def _parser() -> argparse.ArgumentParser:
         sub = add(name, "Print records as JSON lines (bytes as UTF-8 strings, else {\"base64\": ...}) or in "
                   f"protobuf text format{'; the first 10 by default' if limit else ''}.",
                   f"recordkit {name} data/train.tfrecord --limit 3 --format text --features label,image")
-        sub.add_argument("--limit", "-n", type=int, default=limit, help="print at most this many records")
+        sub.add_argument("--limit", "-n", type=_count_arg(0), default=limit, help="print at most this many records")
         sub.add_argument("--format", dest="output_format", choices=["json", "text"], default="json")
         sub.add_argument("--features", help="comma-separated feature names to show (default: all)")
         sub.set_defaults(run=_cat)
-    salvage = commands.add_parser(
+    salvage = command(
         "salvage", help="Copy every intact record of a damaged TFRecord file into a new file.",
         description="Copy every intact record of a damaged TFRecord file into a new file, resynchronizing "
         "after each damaged region (where a record's length and data CRCs check again). The new file appears "
         "only when complete.",
         epilog="example:\n  recordkit salvage broken.tfrecord.gz fixed.tfrecord",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     salvage.add_argument("source", metavar="SRC")
     salvage.add_argument("destination", metavar="DST")
@@ -311,36 +337,37 @@ def _parser() -> argparse.ArgumentParser:
                   "recordkit inspect data/train-*.tfrecord --json")
     inspect.add_argument("--json", action="store_true", help='print {"features": {name: {"kind": ...}}, ...}')
     inspect.add_argument("--all", action="store_true", help="read every record (default: a sample)")
-    inspect.add_argument("--limit", type=int, default=1000, help="records in the sample (default 1000)")
+    inspect.add_argument("--limit", type=_count_arg(1), default=1000, help="records in the sample (default 1000)")
     inspect.set_defaults(run=_inspect)
     stats = add("stats", "Per-feature statistics: presence, values per record, min/max/mean/quantiles of numbers, "
                 "lengths and most frequent values of bytes; --plot draws histograms.",
                 "recordkit stats data/train.tfrecord --plot stats.png")
-    stats.add_argument("--plot", metavar="FILE", help="write histograms to FILE.png (needs matplotlib) or FILE.html")
+    stats.add_argument("--plot", metavar="FILE", type=_plot_arg, help="write histograms to FILE.png (needs matplotlib) or FILE.html")
     stats.add_argument("--json", action="store_true", help="print the statistics as JSON")
-    stats.add_argument("--limit", type=int, help="read only this many records (default: all)")
+    stats.add_argument("--limit", type=_count_arg(1), help="read only this many records (default: all)")
     stats.set_defaults(run=_stats)
-    conv = commands.add_parser(
+    conv = command(
         "convert", help="Convert between TFRecord, OFRecord, CSV, Parquet, JSON lines, .npz and image folders.",
         description="Convert SRC to DST; formats come from the suffixes (.tfrecord[.gz], .parquet, .csv, .jsonl, .npz) "
         "or from the layout (a part-NNNNN folder is OFRecord; a folder of class subfolders holds images, which become "
         "the TensorFlow tutorial's image_raw/height/width/depth/label features, with a label map beside the output). "
         "TFRecord outputs past ~100 MB are sharded (name-00000-of-0000N); every output appears only when complete.",
         epilog="examples:\n  recordkit convert table.parquet out/train.tfrecord --shards 3\n"
-        "  recordkit convert photos/ out/images.tfrecord.gz --compression gzip\n"
+        "  recordkit convert photos/ out/images.tfrecord.gz --output-compression gzip\n"
         "  recordkit convert 'data/train-*.tfrecord' train.parquet",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     conv.add_argument("sources", nargs="+", metavar="SRC", help="a file, folder or glob (several record files may be given)")
     conv.add_argument("destination", metavar="DST")
     sharding = conv.add_mutually_exclusive_group()
-    sharding.add_argument("--shards", type=int, help="write N files (TFRecord: DST-00000-of-0000N; OFRecord: N parts)")
+    sharding.add_argument("--shards", type=_count_arg(1), help="write N files (TFRecord: DST-00000-of-0000N; OFRecord: N parts)")
     sharding.add_argument("--shard-size", help="start a new shard after this much, e.g. 100MB")
-    conv.add_argument("--compression", dest="output_compression", choices=["none", "gzip", "zlib"],
+    conv.add_argument("--compression", default="auto",
+                      help='of TFRecord SRC files, as everywhere: "auto" (default), "none", "gzip" or "zlib"')
+    conv.add_argument("--output-compression", choices=["none", "gzip", "zlib"],
                       help="of a TFRecord DST (default: from its suffix, .gz or .zz, else none)")
     conv.add_argument("--features", help="comma-separated features (columns) to keep, in this order")
     conv.add_argument("--from", dest="source_format", choices=FORMATS, help="the format of SRC, when its name does not say")
-    conv.add_argument("--to", dest="destination_format", choices=FORMATS, help="the format of DST (ofrecord: a part-NNNNN folder)")
+    conv.add_argument("--to", dest="destination_format", choices=[f for f in FORMATS if f != "images"], help="the format of DST (ofrecord: a part-NNNNN folder)")
     conv.set_defaults(run=_convert)
     return parser
 

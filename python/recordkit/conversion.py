@@ -89,8 +89,14 @@ def detect_format(path: str, *, output: bool = False) -> Format:
             entries = [e for e in os.listdir(path) if not e.startswith((".", "_"))]
             if any(ONEFLOW_PART.match(e) for e in entries):
                 return "ofrecord"
-            if entries and all(os.path.isdir(os.path.join(path, e)) for e in entries):
-                return "images"
+            folders = [e for e in entries if os.path.isdir(os.path.join(path, e))]
+            if folders and (len(folders) == len(entries) or any(
+                    f.lower().endswith(_IMAGE_SUFFIXES) for d in folders for f in os.listdir(os.path.join(path, d)))):
+                return "images"  # class folders; a stray file beside them is refused by the image source
+            images = [e for e in entries if e.lower().endswith(_IMAGE_SUFFIXES)]
+            if images:
+                raise ValueError(f"{path} holds images ({images[0]} ...), not records: an image folder is "
+                                 "root/<class>/<image>, so put them in one subfolder per class")
             return "tfrecord"
         return record_format(path)
     raise ValueError(
@@ -421,7 +427,10 @@ class _JsonLinesSource(_Source):
         with open(self.path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 if line.strip():
-                    row = json.loads(line)
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as error:
+                        raise ValueError(f"{self.path}:{number}: not valid JSON ({error.msg}, column {error.colno})") from None
                     if not isinstance(row, dict):
                         raise ValueError(f"{self.path}:{number}: each line must be a JSON object")
                     yield row
@@ -500,6 +509,10 @@ class _ImageFolderSource(_Source):
         self.classes = sorted(e for e in os.listdir(root) if os.path.isdir(os.path.join(root, e)) and not e.startswith("."))
         if not self.classes:
             raise ValueError(f"{root}: an image folder holds one subfolder per class, and this one has none")
+        strays = sorted(e for e in os.listdir(root) if not e.startswith(".") and e not in self.classes)
+        if strays:  # refused rather than skipped: nothing is left behind without a word
+            raise ValueError(f"{os.path.join(root, strays[0])}: a file beside the class folders of an image folder "
+                             f"(root/<class>/<image>); move or remove it ({len(strays)} such)")
         self.images = [
             (os.path.join(root, name, file), label)
             for label, name in enumerate(self.classes)
@@ -843,7 +856,8 @@ def convert(
     *,
     shards: int | None = None,
     shard_size: int | str | None = None,
-    compression: str | None = None,
+    output_compression: str | None = None,
+    source_compression: str | None = "auto",
     features: Sequence[str] | None = None,
     source_format: str | None = None,
     destination_format: str | None = None,
@@ -863,8 +877,10 @@ def convert(
         shard_size: Start a new shard after this many bytes (``"100MB"``).
             Without ``shards`` or ``shard_size``, outputs past ~100 MB are
             sharded by that rule and smaller ones stay one file.
-        compression: ``"gzip"``, ``"zlib"`` or ``"none"`` for TFRecord output;
-            None (default) follows the destination's suffix (``.gz``, ``.zz``).
+        output_compression: ``"gzip"``, ``"zlib"`` or ``"none"`` for TFRecord
+            output; None (default) follows the destination's suffix (``.gz``, ``.zz``).
+        source_compression: Of TFRecord sources, as for :class:`TFRecordReader`:
+            ``"auto"`` (default: from the content), ``"none"``, ``"gzip"``, ``"zlib"``.
         features: Keep only these features (columns), in this order.
         progress: Report progress on stderr (default: when it is a terminal).
 
@@ -888,13 +904,14 @@ def convert(
             raise ValueError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
     if out_format == "images":
         raise ValueError("writing image folders is not supported; images go into records, not out of them")
+    compression = output_compression
     if (shards or size or compression) and out_format not in ("tfrecord", "ofrecord"):
-        raise ValueError(f"--shards, --shard-size and --compression apply to TFRecord and OFRecord output, not {out_format}")
+        raise ValueError(f"shards, shard sizes and output compression apply to TFRecord and OFRecord output, not {out_format}")
     if compression is None and out_format == "tfrecord":
         compression = suffix_compression(destination)
     elif compression == "none":
         compression = None
-    reader_compression = "auto" if in_format == "tfrecord" else None
+    reader_compression = source_compression if in_format == "tfrecord" else None
     copy_records = in_format == out_format and in_format in ("tfrecord", "ofrecord") and features is None
     src = _open_source(source, in_format, reader_compression, copy_records)
     src.select(features)

@@ -32,6 +32,11 @@ __all__ = [
 
 OnError = Literal["raise", "skip"]
 
+
+def plural(count: int, noun: str) -> str:
+    """``"1 record"``, ``"2 records"``: counts in messages read as English."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
 # One trip into Rust frames up to this many records, stopping once this many
 # payload bytes are collected. The byte budget is small on purpose: a batch's
 # records are freed together, and glibc returns a freed run of more than a few
@@ -81,12 +86,15 @@ class DamagedRegion:
         bytes_skipped: Bytes passed over before the next intact record.
         kind: What was wrong, e.g. ``"corrupt_data"`` or ``"truncated_record"``.
         detail: One line describing it.
+        record_index: The intact records before it: the index the damaged
+            record would have had.
     """
 
     offset: int
     bytes_skipped: int
     kind: str
     detail: str
+    record_index: int
 
 
 @dataclass
@@ -179,11 +187,11 @@ class _RecordReader:
             self.stats.records += len(batch)
             yield batch
 
-    def _report_skipped(self, skipped: list[tuple[int, int, str, str]]) -> None:
-        for offset, nbytes, kind, detail in skipped:
-            self.stats.damaged_regions.append(DamagedRegion(offset, nbytes, kind, detail))
+    def _report_skipped(self, skipped: list[tuple[int, int, str, str, int]]) -> None:
+        for offset, nbytes, kind, detail, record_index in skipped:
+            self.stats.damaged_regions.append(DamagedRegion(offset, nbytes, kind, detail, record_index))
             warnings.warn(
-                f"{self.name}: skipped {nbytes} damaged bytes at offset {offset} ({detail})",
+                f"{self.name}: skipped {plural(nbytes, 'damaged byte')} at offset {offset} ({detail})",
                 DataLossWarning,
                 stacklevel=4,
             )

@@ -245,13 +245,13 @@ impl PyRecordScanner {
     }
 
     /// Damaged regions skipped since the last call, as
-    /// `(offset, bytes_skipped, kind, detail)` tuples.
-    fn take_skipped(&mut self) -> PyResult<Vec<(u64, u64, &'static str, String)>> {
+    /// `(offset, bytes_skipped, kind, detail, record_index)` tuples.
+    fn take_skipped(&mut self) -> PyResult<Vec<(u64, u64, &'static str, String, u64)>> {
         Ok(self
             .scanner()?
             .take_skipped()
             .into_iter()
-            .map(|s| (s.offset, s.bytes, s.kind.name(), s.detail))
+            .map(|s| (s.offset, s.bytes, s.kind.name(), s.detail, s.record_index))
             .collect())
     }
 
