@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import recordkit as rk
@@ -159,3 +160,10 @@ def test_many_files_are_indexed_together(tmp_path: Path) -> None:
     assert [len(rk.read_index(w)[0]) for w in written] == [0, 10, 20, 30, 40]
     with pytest.raises(ValueError, match="one index"):
         rk.build_index(paths, tmp_path / "x.idx")
+
+
+def test_indexed_dataset_takes_every_source_list_files_takes(tmp_path: Path) -> None:
+    paths = rk.write_examples(tmp_path / "d" / "t.tfrecord", {"i": np.arange(9)}, shards=3)
+    for source in (f"{tmp_path}/d", f"{tmp_path}/d/*.tfrecord", f"{tmp_path}/d/t@3", paths):
+        ds = rk.IndexedDataset(source, {"i": rk.FixedLenFeature([], "int64")})
+        assert ds[list(range(9))]["i"].tolist() == list(range(9)), source

@@ -149,8 +149,9 @@ class IndexedDataset:
     ``DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), 64, drop_last=False))``.
 
     Args:
-        source: A TFRecord path or a list of them (records are numbered across
-            the files in order). Files must be uncompressed.
+        source: TFRecord files: anything :func:`recordkit.list_files` takes (a
+            path, a glob, a folder, ``name@N``, a list); records are numbered
+            across the files in order. Files must be uncompressed.
         features: A parse spec: items are then parsed (``ds[i]`` gives
             :func:`parse_single_example`'s shapes, ``__getitems__`` a batch
             as :func:`parse_example`). None gives raw ``bytes``.
@@ -169,7 +170,9 @@ class IndexedDataset:
         *,
         verify: bool = True,
     ) -> None:
-        paths = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source]
+        from recordkit.dataset import list_files  # loaded on first use, like Dataset
+
+        paths = list_files(source if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source])
         indexes = [None] * len(paths) if index is None else (
             [os.fspath(index)] if isinstance(index, (str, os.PathLike)) else [os.fspath(i) for i in index])
         if len(indexes) != len(paths):
