@@ -4,7 +4,6 @@
 use std::io::{self, Read, Write};
 use std::ops::Deref;
 
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyString};
@@ -68,11 +67,11 @@ impl Write for PyFileWriter {
 }
 
 /// One record's bytes, readable without the GIL: `bytes` are borrowed,
-/// `str` is its UTF-8 (as TensorFlow writes it), other buffers are copied.
+/// `str` is its UTF-8 (as TensorFlow writes it), other buffers are copied
+/// into a `bytes` first.
 pub enum Payload {
     Bytes(PyBackedBytes),
     Str(PyBackedStr),
-    Copied(Vec<u8>),
 }
 
 impl Deref for Payload {
@@ -82,7 +81,6 @@ impl Deref for Payload {
         match self {
             Payload::Bytes(b) => b,
             Payload::Str(s) => s.as_bytes(),
-            Payload::Copied(v) => v,
         }
     }
 }
@@ -107,12 +105,22 @@ impl Payload {
         if let Ok(b) = obj.extract::<PyBackedBytes>() {
             return Ok(Payload::Bytes(b));
         }
-        match PyBuffer::<u8>::get(obj) {
-            Ok(buffer) => Ok(Payload::Copied(buffer.to_vec(obj.py())?)),
-            Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        // Other bytes-like objects (memoryview, NumPy uint8 arrays, array.array("B")),
+        // through `memoryview`: the buffer protocol is outside the limited C API
+        // before Python 3.11, and the wheel is built for 3.10 and later (abi3).
+        let refused = || -> PyResult<Payload> {
+            Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "a record must be bytes, a bytes-like object or str, not {}",
                 obj.get_type().name()?
-            ))),
+            )))
+        };
+        let py = obj.py();
+        let Ok(view) = py.import("builtins")?.getattr("memoryview")?.call1((obj,)) else {
+            return refused();
+        };
+        if view.getattr("itemsize")?.extract::<usize>()? != 1 {
+            return refused();
         }
+        Ok(Payload::Bytes(view.call_method0("tobytes")?.extract()?))
     }
 }
