@@ -77,14 +77,26 @@ impl<'a> Reader<'a> {
         Ok(Some((number as u32, value)))
     }
 
+    /// Skips a group whose start tag (field `number`) was just read, with any
+    /// groups nested in it. An explicit stack, not recursion: the nesting comes
+    /// from untrusted bytes, and 200 KB of `0x0b` would otherwise overflow the
+    /// thread's stack. Deeper than protobuf's limit of 100 is malformed.
     fn skip_group(&mut self, number: u64) -> Result<(), Malformed> {
+        let mut open = [0u64; MAX_GROUP_DEPTH];
+        open[0] = number;
+        let mut depth = 1;
         loop {
             if self.is_empty() {
                 return Err(Malformed("unterminated group"));
             }
             let key = self.varint()?;
             match key & 7 {
-                4 if key >> 3 == number => return Ok(()),
+                4 if key >> 3 == open[depth - 1] => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(());
+                    }
+                }
                 4 => return Err(Malformed("mismatched end of group")),
                 0 => drop(self.varint()?),
                 1 => drop(self.take(8)?),
@@ -93,13 +105,22 @@ impl<'a> Reader<'a> {
                         .map_err(|_| Malformed("length too large"))?;
                     self.take(len)?;
                 }
-                3 => self.skip_group(key >> 3)?,
+                3 => {
+                    if depth == MAX_GROUP_DEPTH {
+                        return Err(Malformed("groups nested more than 100 deep (protobuf's limit)"));
+                    }
+                    open[depth] = key >> 3;
+                    depth += 1;
+                }
                 5 => drop(self.take(4)?),
                 _ => return Err(Malformed("invalid wire type")),
             }
         }
     }
 }
+
+/// How deeply groups may nest, as protobuf's default recursion limit.
+pub const MAX_GROUP_DEPTH: usize = 100;
 
 /// Decodes a varint at the start of `buf`: (value, bytes used).
 #[inline]
@@ -208,6 +229,23 @@ mod tests {
         assert!(read_varint(&[0x80]).is_err());
         assert!(Reader::new(&[0x0a, 0x05, 1]).field().is_err());
         assert!(Reader::new(&[0x0f]).field().is_err()); // wire type 7
+    }
+
+    #[test]
+    fn deep_groups_are_refused_without_recursion() {
+        // 200 KB of start-group tags: recursion would overflow the stack.
+        let mut r = Reader::new(&[0x0b; 200_000]);
+        assert_eq!(r.field(), Err(Malformed("groups nested more than 100 deep (protobuf's limit)")));
+        // 100 levels, closed again, are fine.
+        let mut nested = vec![0x0b; MAX_GROUP_DEPTH];
+        nested.extend(vec![0x0c; MAX_GROUP_DEPTH]);
+        nested.extend([0x10, 0x07]);
+        let mut r = Reader::new(&nested);
+        assert_eq!(r.field().unwrap(), Some((1, Value::Group)));
+        assert_eq!(r.field().unwrap(), Some((2, Value::Varint(7))));
+        let mut too_deep = vec![0x0b; MAX_GROUP_DEPTH + 1];
+        too_deep.extend(vec![0x0c; MAX_GROUP_DEPTH + 1]);
+        assert!(Reader::new(&too_deep).field().is_err());
     }
 
     #[test]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 import struct
 
 import numpy as np
@@ -244,3 +246,27 @@ def test_flat_values_of_every_accepted_shape_still_encode() -> None:
 def test_str_where_serialized_bytes_are_expected_is_a_type_error(call) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(TypeError, match="bytes"):
         call()
+
+
+def test_deeply_nested_groups_are_a_parse_error_not_a_crash() -> None:
+    # 200 KB of start-group tags overflowed the stack (SIGSEGV) through every parsing API.
+    # A child process, so that a regression fails this test instead of killing the run.
+    script = """
+import recordkit as rk
+data = b"\\x0b" * 200_000
+spec = {"a": rk.VarLenFeature("int64")}
+calls = [lambda: rk.decode_example(data), lambda: rk.parse_example([data], spec),
+         lambda: rk.parse_single_example(data, spec), lambda: rk.decode_sequence_example(data),
+         lambda: rk.parse_sequence_example([data], sequence_features=spec), lambda: rk.decode_ofrecord(data),
+         lambda: rk.train.Example.FromString(data)]
+for call in calls:
+    try:
+        call()
+    except rk.ParseError as error:
+        assert "nested more than 100 deep" in str(error), error
+    else:
+        raise AssertionError("accepted")
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (result.returncode, result.stderr[-2000:])

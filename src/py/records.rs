@@ -107,6 +107,10 @@ fn open_pyfile(
     ))
 }
 
+/// A skipped damaged region as Python sees it:
+/// `(offset, bytes_skipped, kind, detail, record_index)`.
+type SkippedRegion = (u64, u64, &'static str, String, u64);
+
 /// Frames records from a file, in batches, with the GIL released.
 #[pyclass(module = "recordkit._native", name = "RecordScanner")]
 pub struct PyRecordScanner {
@@ -244,9 +248,8 @@ impl PyRecordScanner {
         Ok(py.detach(|| scanner.count())?)
     }
 
-    /// Damaged regions skipped since the last call, as
-    /// `(offset, bytes_skipped, kind, detail, record_index)` tuples.
-    fn take_skipped(&mut self) -> PyResult<Vec<(u64, u64, &'static str, String, u64)>> {
+    /// Damaged regions skipped since the last call.
+    fn take_skipped(&mut self) -> PyResult<Vec<SkippedRegion>> {
         Ok(self
             .scanner()?
             .take_skipped()
