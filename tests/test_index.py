@@ -167,3 +167,20 @@ def test_indexed_dataset_takes_every_source_list_files_takes(tmp_path: Path) -> 
     for source in (f"{tmp_path}/d", f"{tmp_path}/d/*.tfrecord", f"{tmp_path}/d/t@3", paths):
         ds = rk.IndexedDataset(source, {"i": rk.FixedLenFeature([], "int64")})
         assert ds[list(range(9))]["i"].tolist() == list(range(9)), source
+
+
+@pytest.mark.parametrize("line", ["0 1099511627776", "0 18446744073709551615", "18446744073709551615 32", "0 17"])
+def test_an_index_beyond_the_file_is_data_loss_not_an_allocation(tmp_path: Path, line: str) -> None:
+    make(tmp_path / "a.tfrecord", 3)
+    (tmp_path / "a.idx").write_text(line + "\n")
+    ds = rk.IndexedDataset(tmp_path / "a.tfrecord", index=tmp_path / "a.idx")
+    with pytest.raises(rk.DataLossError, match="index"):
+        ds[0]
+
+
+@pytest.mark.parametrize("text, line", [("-1 32\n", 1), ("0 32\n1 2 3\n4 5\n", 2), ("0 32\n7\n", 2), ("0 x\n", 1),
+                                        ("0 18446744073709551616\n", 1)])
+def test_malformed_index_lines_are_named(tmp_path: Path, text: str, line: int) -> None:
+    (tmp_path / "a.idx").write_text(text)
+    with pytest.raises(ValueError, match=rf"a\.idx:{line}: not an index line"):
+        rk.read_index(tmp_path / "a.idx")

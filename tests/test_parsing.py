@@ -367,3 +367,11 @@ def test_misaligned_partitions_on_feature_lists_are_a_parse_error() -> None:
     lengths = {"x": rk.RaggedFeature("int64", value_key="v", partitions=[rk.RaggedFeature.RowLengths("l")])}
     with pytest.raises(rk.ParseError, match=r"Index: 1, step 1\. partition RowLengths covers 2 values but there are 1"):
         rk.parse_sequence_example([SEQUENCE_RECORDS[1], _sequence(v=[[1], [4]], l=[[1], [1, 1]])], sequence_features=lengths)
+
+
+def test_row_ids_cannot_ask_for_unbounded_rows() -> None:
+    # A 32-byte record whose row id is 2**31 asked for a 16 GiB allocation.
+    spec = {"r": rk.RaggedFeature("int64", value_key="v", partitions=[rk.RaggedFeature.ValueRowIds("ids")])}
+    with pytest.raises(rk.ParseError, match="MAX_ROWS_FROM_ROW_IDS"):
+        rk.parse_example([ex(v=[1], ids=[1 << 31])], spec)
+    assert rk.parse_example([ex(v=[1, 2], ids=[0, 2])], spec)["r"].to_list() == [[[1], [], [2]]]

@@ -558,8 +558,9 @@ if sys.argv[1] == "open-a-reader":
     rk.TFRecordReader(sys.argv[2])
 heap_before = mallinfo2().arena
 values = [bytes(150_000) + bytes([i]) for i in range(20)]   # a batch of 150 KB records
+grown = mallinfo2().arena - heap_before   # less than 3 MB where free space inside the heap took some
 del values
-print(mallinfo2().arena - heap_before)   # what the heap kept of the 3 MB freed
+print(grown, mallinfo2().arena - heap_before)   # the growth, and what the heap kept of it once freed
 """
 
 
@@ -572,10 +573,15 @@ def test_opening_a_reader_lets_malloc_keep_freed_batches(tmp_path: Path) -> None
     write(path, [b"x"])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
 
-    def freed_heap_kept(mode: str) -> int:
+    def freed_heap_kept(mode: str) -> tuple[int, int]:
         out = subprocess.run([sys.executable, "-c", _FREED_HEAP_KEPT, mode, str(path)],
                              capture_output=True, text=True, check=True, env=env)
-        return int(out.stdout)
+        grown, kept = map(int, out.stdout.split())
+        assert grown > 1_000_000, "the batch did not grow the heap: the measurement says nothing"
+        return grown, kept
 
-    assert freed_heap_kept("no-reader") < 500_000
-    assert freed_heap_kept("open-a-reader") > 2_500_000
+    # Compared with the heap's own growth, which depends on how much free space the imports left.
+    grown, kept = freed_heap_kept("no-reader")
+    assert kept < 0.5 * grown, (grown, kept)
+    grown, kept = freed_heap_kept("open-a-reader")
+    assert kept > 0.95 * grown, (grown, kept)

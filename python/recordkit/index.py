@@ -105,16 +105,38 @@ def _frames(path: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
 
 
 def read_index(index_path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(offsets, sizes)`` from an index file (ours, DALI's or ``tfrecord2idx``'s)."""
+    """``(offsets, sizes)`` from an index file (ours, DALI's or ``tfrecord2idx``'s).
+
+    Every non-empty line must hold exactly two whole numbers, ``<offset> <size>``,
+    each in 0 .. 2**64 - 1; anything else is a ``ValueError`` naming the line (a
+    stray token must not shift every later pair). Offsets and sizes are checked
+    against the record file when records are read.
+    """
     with open(index_path, "rb") as f:
         data = f.read()
-    if not data.strip():
+    lines = [line for line in data.splitlines() if line.strip()]
+    tokens = data.split()
+    if not tokens:
         return np.empty(0, np.uint64), np.empty(0, np.uint64)
+    if len(tokens) == 2 * len(lines):
+        try:
+            pairs = np.array(tokens, dtype=np.uint64).reshape(-1, 2)
+            return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+        except (ValueError, OverflowError):
+            pass  # found and named below
+    for number, line in enumerate(data.splitlines(), 1):
+        fields = line.split()
+        if fields and (len(fields) != 2 or not all(_is_u64(f) for f in fields)):
+            raise ValueError(f"{os.fspath(index_path)}:{number}: not an index line: expected '<offset> <size>', "
+                             f"two whole numbers, not {line[:60]!r}")
+    raise ValueError(f"{os.fspath(index_path)} is not an index file: expected lines of '<offset> <size>'")
+
+
+def _is_u64(token: bytes) -> bool:
     try:
-        pairs = np.array(data.split(), dtype=np.uint64).reshape(-1, 2)
+        return 0 <= int(token) < 1 << 64
     except ValueError:
-        raise ValueError(f"{index_path} is not an index file: expected lines of '<offset> <size>'") from None
-    return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+        return False
 
 
 def existing_index(path: str) -> str | None:

@@ -37,11 +37,18 @@ __all__ = [
     "parse_single_example",
     "parse_sequence_example",
     "parse_single_sequence_example",
+    "MAX_ROWS_FROM_ROW_IDS",
 ]
 
 _TF_TYPE = {"int64": "int64", "float32": "float", "string": "string"}
 # (values, per-record counts with -1 for missing, the count all records share or -2)
 Column = tuple[np.ndarray, np.ndarray, int]
+
+
+# ValueRowIds make a row for every id up to the largest, most of them empty, so
+# one small record can ask for any number; more rows than this in a batch are
+# refused (TensorFlow fails on ids past 2**31 too). Raise it to trust larger ids.
+MAX_ROWS_FROM_ROW_IDS = 1 << 24
 
 
 def _shape_text(shape: Sequence[Any]) -> str:
@@ -263,6 +270,10 @@ def _partition_lengths(
         has = pc > 0
         if has.any():
             nrows[has] = np.maximum.reduceat(pv, starts[has]) + 1
+        if int(nrows.sum()) > MAX_ROWS_FROM_ROW_IDS:  # rows between ids are empty: a few bytes can ask for billions
+            i = int(np.argmax(np.cumsum(nrows) > MAX_ROWS_FROM_ROW_IDS))
+            raise ParseError(f"Key: {name}, Index: {i}. row ids {part.key} ask for {int(nrows.sum())} rows, beyond "
+                             f"recordkit.parsing.MAX_ROWS_FROM_ROW_IDS={MAX_ROWS_FROM_ROW_IDS}", key=name, index=i)
         row_offsets = np.cumsum(nrows) - nrows
         global_ids = pv + np.repeat(row_offsets, pc)
         owner = np.repeat(np.arange(batch), pc)

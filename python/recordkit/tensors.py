@@ -16,7 +16,7 @@ import numpy as np
 from recordkit._messages import len_field, read_varint, varint
 from recordkit.errors import ParseError
 
-__all__ = ["serialize_tensor", "parse_tensor"]
+__all__ = ["serialize_tensor", "parse_tensor", "MAX_FILLED_ELEMENTS"]
 
 # DataType enum values (tensorflow/core/framework/types.proto).
 _DT = {
@@ -32,9 +32,9 @@ _TYPED = {
     9: ("complex64",), 10: ("int64",), 11: ("bool",), 12: ("complex128",), 13: ("float16",),
     16: ("uint32",), 17: ("uint64",),
 }
-# Refuse to materialize more elements than this from broadcast typed values
-# (a few bytes can claim any shape).
-_MAX_BROADCAST = 1 << 28
+# The default cap on elements made by filling a shape from fewer stored values
+# (TensorFlow repeats the last one): a few bytes can claim any shape.
+MAX_FILLED_ELEMENTS = 1 << 24
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -122,22 +122,30 @@ def _typed_values(name: str, chunks: list[tuple[int, bytes | int]]) -> np.ndarra
                 v, pos = _read_varint(value, pos)  # type: ignore[arg-type]
                 ints.append(v)
     if name == "float16":
-        return np.array(ints, dtype=np.uint16).view(np.float16)
+        # half_val is an int32 field holding the bits; TensorFlow keeps the low 16.
+        return (np.array(ints, dtype=np.uint64) & 0xFFFF).astype(np.uint16).view(np.float16)
     if name == "bool":
         return np.array(ints, dtype=bool)
     wrapped = np.array(ints, dtype=np.uint64)
     return wrapped.astype(np.dtype(name)) if name.startswith("uint") else wrapped.view(np.int64).astype(np.dtype(name))
 
 
-def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
+def parse_tensor(serialized: bytes, dtype: Any, *, max_elements: int = MAX_FILLED_ELEMENTS) -> np.ndarray:
     """Parses a serialized ``TensorProto`` (``tf.io.parse_tensor``) into a NumPy array.
 
     Args:
         serialized: The bytes ``tf.io.serialize_tensor`` (or :func:`serialize_tensor`) wrote.
         dtype: The expected dtype: a NumPy dtype or its name, or ``"string"``.
+        max_elements: A tensor may store fewer values than its shape holds;
+            TensorFlow then repeats the last one. A dozen bytes can so claim
+            gigabytes, so filling stops at this many elements (16 Mi by
+            default) with a :class:`ParseError` naming the limit. Tensors
+            whose values are all stored are not limited: their size is what
+            the bytes hold.
 
     Raises:
-        ParseError: On malformed bytes or a dtype that differs from the one stored.
+        ParseError: On malformed bytes, a dtype that differs from the one
+            stored, or a fill beyond ``max_elements``.
     """
     want = _dtype_name(dtype)
     data = bytes(serialized)
@@ -184,8 +192,12 @@ def parse_tensor(serialized: bytes, dtype: Any) -> np.ndarray:
         return values.reshape(shape)
     if len(values) > count:
         raise ParseError(f"Could not parse `serialized` as TensorProto: {len(values)} values for shape {list(shape)}")
-    if count > _MAX_BROADCAST:
-        raise ParseError(f"Could not parse `serialized` as TensorProto: refusing to fill shape {list(shape)}")
+    if count > max_elements:
+        raise ParseError(
+            f"Could not parse `serialized` as TensorProto: {len(values)} stored values would be repeated to fill "
+            f"shape {list(shape)} ({count} elements), beyond max_elements={max_elements}; pass a larger "
+            "max_elements if the data is trusted"
+        )
     filler = values[-1] if len(values) else (b"" if want == "string" else np.zeros((), np.dtype(want)))
     out = np.empty(count, dtype=values.dtype if want != "string" else object)
     out[: len(values)] = values

@@ -30,9 +30,12 @@ fn loss(path: &str, offset: u64, index: u64, kind: DamageKind, detail: String) -
 }
 
 /// Reads and checks the TFRecord frame of `size` bytes at `offset`; returns its payload.
+/// An index is untrusted: a frame must lie inside the file (`file_len`) before
+/// anything is allocated for it.
 fn read_frame(
     file: &File,
     path: &str,
+    file_len: u64,
     offset: u64,
     size: u64,
     index: u64,
@@ -49,6 +52,18 @@ fn read_frame(
             ),
         ));
     }
+    if offset.checked_add(size).is_none_or(|end| end > file_len) {
+        return Err(loss(
+            path,
+            offset,
+            index,
+            DamageKind::TruncatedRecord,
+            format!(
+                "truncated record at {offset}: the index gives record {index} {size} bytes there, \
+                 past the end of the {file_len}-byte file (is the index for this file?)"
+            ),
+        ));
+    }
     let mut frame = vec![0u8; size as usize];
     file.read_exact_at(&mut frame, offset).map_err(|e| match e.kind() {
         std::io::ErrorKind::UnexpectedEof => loss(path, offset, index, DamageKind::TruncatedRecord, format!("truncated record at {offset}: the file ends before the {size} bytes the index gives")),
@@ -58,7 +73,7 @@ fn read_frame(
         return Err(loss(path, offset, index, DamageKind::CorruptLength, format!("corrupted record at {offset}: the length field fails its CRC (is the index for this file?)")));
     }
     let length = u64::from_le_bytes(frame[..8].try_into().unwrap());
-    if length + 16 != size {
+    if length.checked_add(16) != Some(size) {
         return Err(loss(
             path,
             offset,
@@ -125,11 +140,15 @@ impl PyFrameReader {
         }
         let (file, path) = (&self.file, self.path.as_str());
         let payloads = py.detach(|| {
+            let file_len = file
+                .metadata()
+                .map_err(|source| Error::Io { path: path.to_string(), source })?
+                .len();
             offsets
                 .iter()
                 .zip(sizes)
                 .zip(indices)
-                .map(|((&o, &s), &i)| read_frame(file, path, o, s, i, verify))
+                .map(|((&o, &s), &i)| read_frame(file, path, file_len, o, s, i, verify))
                 .collect::<Result<Vec<_>>>()
         })?;
         PyList::new(py, payloads.iter().map(|p| PyBytes::new(py, p)))
