@@ -25,6 +25,9 @@ mod _native {
     use crate::py::records::{PyRecordScanner, PyRecordWriter};
 
     #[pymodule_export]
+    use crate::py::shared::PySharedIterator;
+
+    #[pymodule_export]
     use crate::py::shuffle::PyShuffleBuffer;
 
     #[pymodule_export]

@@ -270,3 +270,13 @@ print("ok")
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", (result.returncode, result.stderr[-2000:])
+
+
+@pytest.mark.parametrize("bits", [0x7F800010, 0xFF800001, 0x7FC00000, 0x7FFFFFFF])
+def test_message_classes_keep_float32_nan_bits(bits: int) -> None:
+    value = np.frombuffer(struct.pack("<I", bits), np.float32)
+    data = rk.encode_example({"f": value})
+    assert rk.train.Example.FromString(data).SerializeToString() == data
+    kept = rk.train.FloatList(value=value).values_array()
+    assert kept.view(np.uint32)[0] == bits
+    assert "nan" in str(rk.train.Example.FromString(data))

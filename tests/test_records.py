@@ -585,3 +585,28 @@ def test_opening_a_reader_lets_malloc_keep_freed_batches(tmp_path: Path) -> None
     assert kept < 0.5 * grown, (grown, kept)
     grown, kept = freed_heap_kept("open-a-reader")
     assert kept > 0.95 * grown, (grown, kept)
+
+
+def test_one_reader_iterator_shared_by_threads_gives_each_record_once(tmp_path: Path) -> None:
+    import threading
+
+    records = [b"r%d" % i for i in range(3000)]
+    write(tmp_path / "a.tfrecord", records)
+    iterator = iter(rk.TFRecordReader(tmp_path / "a.tfrecord"))
+    taken: list[list[bytes]] = [[] for _ in range(8)]
+    errors: list[BaseException] = []
+
+    def take(mine: list[bytes]) -> None:
+        try:
+            for record in iterator:
+                mine.append(record)
+        except BaseException as error:  # pragma: no cover - the assertion below reports it
+            errors.append(error)
+
+    threads = [threading.Thread(target=take, args=(mine,)) for mine in taken]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert sorted(r for mine in taken for r in mine) == sorted(records)

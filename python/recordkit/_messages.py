@@ -74,6 +74,11 @@ def coerce_int32(value: Any) -> int:
 
 
 def coerce_float32(value: Any) -> float:
+    if isinstance(value, np.float32) and value != value:
+        # A float32 NaN stays a float32 scalar: through a Python float, x86 would
+        # quiet a signalling NaN (0x7f800010 -> 0x7fc00010). protobuf and
+        # TensorFlow keep the bits, and so must a round trip here.
+        return value  # type: ignore[return-value]
     if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
         with np.errstate(over="ignore"):
             return float(np.float32(value))  # stored as float32, as protobuf does
@@ -181,9 +186,21 @@ class Repeated(list):
         return (list, (list(self),))
 
 
+def python_values(values: np.ndarray) -> list[Any]:
+    """A 1-D array's items as Python values, except that float32 NaNs stay float32
+    scalars: as a Python float, x86 would quiet a signalling NaN and change its bits."""
+    if values.dtype == object:
+        return list(values)
+    items = values.tolist()
+    if values.dtype == np.float32:
+        for i in np.flatnonzero(np.isnan(values)):
+            items[i] = values[i]
+    return items
+
+
 def _iterable(values: Any) -> Iterable[Any]:
     if isinstance(values, np.ndarray):
-        return values.reshape(-1).tolist() if values.dtype != object else list(values.reshape(-1))
+        return python_values(values.reshape(-1))
     if isinstance(values, (str, bytes)):
         raise TypeError(f"expected a list of values, not a single {type(values).__name__}; wrap it in a list")
     return values
@@ -311,7 +328,7 @@ class ListMessage(Message):
 
     def _parse(self, data: bytes) -> None:
         values = _native.decode_list(data, self._KIND)
-        list.extend(self._value, values.tolist() if isinstance(values, np.ndarray) else values)
+        list.extend(self._value, python_values(values) if isinstance(values, np.ndarray) else values)
 
     def _text(self) -> list[str]:
         fmt = type(self)._FORMAT
@@ -408,7 +425,7 @@ class OneofFeature(Message):
             self._kind, self._list = None, None
             return
         child = self._KINDS[kind]()
-        list.extend(child._value, values.tolist() if isinstance(values, np.ndarray) else values)
+        list.extend(child._value, python_values(values) if isinstance(values, np.ndarray) else values)
         child._owner = lambda changed, name=kind: self._set(name, changed)
         self._kind, self._list = kind, child
 

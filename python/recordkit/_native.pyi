@@ -1,6 +1,6 @@
 """Type stubs for recordkit's compiled core. Private: use the ``recordkit`` package."""
 
-from typing import Any, Iterable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 __version__: str
 build_profile: Literal["debug", "release"]
@@ -62,3 +62,8 @@ class ShuffleBuffer:
 class FrameReader:
     def __init__(self, path: str) -> None: ...
     def read(self, offsets: Any, sizes: Any, indices: Any, verify: bool) -> list[bytes]: ...
+
+class SharedIterator:
+    def __init__(self, refill: Callable[[], list[Any]]) -> None: ...
+    def __iter__(self) -> SharedIterator: ...
+    def __next__(self) -> Any: ...

@@ -175,7 +175,10 @@ class _RecordReader:
         if self._scanner is None:
             raise ValueError(f"I/O operation on a closed reader ({self.name})")
         self._iterated = True
-        return itertools.chain.from_iterable(self._batches(self._scanner))
+        # Threads may share the iterator: each record goes to one of them, and
+        # an error to every one that asks after it (a generator would end early).
+        batches = self._batches(self._scanner)
+        return _native.SharedIterator(lambda: next(batches, []))
 
     def _batches(self, scanner: Any) -> Iterator[list[bytes]]:
         while True:

@@ -7,4 +7,5 @@ pub mod files;
 pub mod memory;
 pub mod random_access;
 pub mod records;
+pub mod shared;
 pub mod shuffle;
