@@ -3,6 +3,54 @@
 //! The `crc32c` crate picks the CPU's CRC instruction (SSE 4.2 / ARMv8 CRC) at
 //! run time and falls back to tables elsewhere.
 
+/// CRC-32C's polynomial, bit-reversed (the CRC runs least significant bit first).
+const POLY: u32 = 0x82f6_3b78;
+
+/// `a * b` modulo the polynomial, for CRCs as polynomials over GF(2) (zlib's `multmodp`).
+const fn multmodp(a: u32, mut b: u32) -> u32 {
+    let mut m = 1u32 << 31;
+    let mut p = 0;
+    loop {
+        if a & m != 0 {
+            p ^= b;
+            if a & (m - 1) == 0 {
+                return p;
+            }
+        }
+        m >>= 1;
+        b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
+    }
+}
+
+/// `x^(2^k)` modulo the polynomial, for k = 0..32.
+const X2N: [u32; 32] = {
+    let mut table = [0u32; 32];
+    let mut p = 1u32 << 30; // x^1
+    table[0] = p;
+    let mut k = 1;
+    while k < 32 {
+        p = multmodp(p, p);
+        table[k] = p;
+        k += 1;
+    }
+    table
+};
+
+/// The CRC-32C of `a ‖ b` is `shift(crc32c(a), b.len()) ^ crc32c(b)`: `crc`
+/// moved past `len` more bytes, in O(log len) (zlib's `crc32_combine`).
+/// So the CRC of any range follows from two prefix CRCs, without reading it.
+pub fn shift(crc: u32, len: u64) -> u32 {
+    let (mut n, mut k, mut p) = (len, 3usize, 1u32 << 31); // x^0; bytes are 2^3 bits
+    while n != 0 {
+        if n & 1 != 0 {
+            p = multmodp(X2N[k & 31], p);
+        }
+        n >>= 1;
+        k += 1;
+    }
+    multmodp(p, crc)
+}
+
 /// TensorFlow's `kMaskDelta`.
 const MASK_DELTA: u32 = 0xa282_ead8;
 
@@ -133,5 +181,14 @@ mod tests {
             masked_crc32c(b"abc").to_le_bytes(),
             [0x6e, 0x57, 0xf1, 0x21]
         );
+    }
+
+    #[test]
+    fn shift_combines_crcs_of_concatenated_bytes() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        for split in [0, 1, 7, 255, 256, 4096, 5000] {
+            let (a, b) = data.split_at(split);
+            assert_eq!(shift(crc32c(a), b.len() as u64) ^ crc32c(b), crc32c(&data), "split {split}");
+        }
     }
 }

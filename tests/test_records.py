@@ -610,3 +610,29 @@ def test_one_reader_iterator_shared_by_threads_gives_each_record_once(tmp_path: 
         thread.join()
     assert not errors
     assert sorted(r for mine in taken for r in mine) == sorted(records)
+
+
+def _hostile_damage(size: int) -> bytes:
+    """A plausible record header (its length CRC checks) every 16 bytes, each
+    claiming a payload that runs almost to the end: no record is whole."""
+    out = bytearray()
+    while len(out) < size:
+        header = struct.pack("<Q", max(size - len(out) - 100, 1))
+        out += header + struct.pack("<I", masked_crc32c(header)) + bytes(4)
+    return bytes(out[:size])
+
+
+@pytest.mark.parametrize("source", ["mapped file", "file object", "gzip"])
+def test_skipping_hostile_damage_is_linear(tmp_path: Path, source: str) -> None:
+    # Each candidate's payload CRC used to be computed by reading the payload:
+    # 1 MB took 1.6 s, 2 MB 6-8 s, 4 MB 28 s. Now it comes from prefix CRCs.
+    intact = [b"after the damage %d" % i for i in range(3)]
+    data = _hostile_damage(4 << 20) + frame_tfrecord(intact)
+    path = tmp_path / ("h.tfrecord.gz" if source == "gzip" else "h.tfrecord")
+    path.write_bytes(gzip.compress(data, 1) if source == "gzip" else data)
+    start = time.perf_counter()
+    with pytest.warns(rk.DataLossWarning), open(path, "rb") as f:
+        reader = rk.TFRecordReader(f if source == "file object" else path, on_error="skip")
+        assert list(reader) == intact
+    assert time.perf_counter() - start < 5  # about 0.3 s here; quadratic would be minutes
+    assert reader.stats.bytes_skipped == 4 << 20 and reader.stats.damaged_regions[0].record_index == 0
