@@ -636,3 +636,44 @@ def test_skipping_hostile_damage_is_linear(tmp_path: Path, source: str) -> None:
         assert list(reader) == intact
     assert time.perf_counter() - start < 5  # about 0.3 s here; quadratic would be minutes
     assert reader.stats.bytes_skipped == 4 << 20 and reader.stats.damaged_regions[0].record_index == 0
+
+
+def test_temporary_files_of_killed_writers_are_removed_by_the_next_writer(tmp_path: Path) -> None:
+    import signal
+
+    target = tmp_path / "a.tfrecord"
+    script = ("import os, sys, recordkit as rk\n"
+              "w = rk.TFRecordWriter(sys.argv[1])\n"
+              "w.write_many([b'x' * 1000] * 1000); w.flush()\n"
+              "print('ready', flush=True); sys.stdin.read()\n")
+    with subprocess.Popen([sys.executable, "-c", script, str(target)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".a.tfrecord.tmp-")  # what kill -9 leaves
+    (tmp_path / f".a.tfrecord.tmp-{os.getpid()}-0badc0de").write_bytes(b"")  # a live writer's: kept
+    (tmp_path / ".b.tfrecord.tmp-999999999-0badc0de").write_bytes(b"")  # another name's: kept
+    with rk.TFRecordWriter(target) as writer:
+        writer.write(b"new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["a.tfrecord", f".a.tfrecord.tmp-{os.getpid()}-0badc0de", ".b.tfrecord.tmp-999999999-0badc0de"])
+
+
+def test_fsync_flushes_the_file_then_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with rk.TFRecordWriter(tmp_path / "a.tfrecord", fsync=True) as writer:
+        writer.write(b"durable")
+    assert len(synced) == 2 and ".a.tfrecord.tmp-" in synced[0] and synced[1] == str(tmp_path)
+    with rk.TFRecordWriter(tmp_path / "b.tfrecord") as writer:
+        writer.write(b"default")
+    assert len(synced) == 2  # no fsync unless asked
+    assert list(rk.TFRecordReader(tmp_path / "a.tfrecord")) == [b"durable"]

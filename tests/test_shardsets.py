@@ -79,3 +79,15 @@ def test_at_n_finds_recordkit_shard_names(tmp_path: Path) -> None:
     assert rk.list_files(f"{tmp_path}/out/train.tfrecord@3") == paths
     with pytest.raises(FileNotFoundError, match=r"tried .*train-00000-of-00004, .*train-00000-of-00004\.tfrecord"):
         rk.list_files(f"{tmp_path}/out/train@4")
+
+
+def test_staged_shards_of_a_killed_conversion_are_removed_by_the_next(tmp_path: Path) -> None:
+    source = tmp_path / "in.tfrecord"
+    rk.write_examples(source, rows(10))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".recordkit-convert-999999999-0badc0de-00000").write_bytes(b"left by a killed conversion")
+    (out / f".recordkit-convert-{os.getpid()}-0badc0de-00000").write_bytes(b"a live one's")
+    rk.convert(source, out / "t.tfrecord", shards=2)
+    assert sorted(p.name for p in out.iterdir()) == [
+        f".recordkit-convert-{os.getpid()}-0badc0de-00000", "t-00000-of-00002.tfrecord", "t-00001-of-00002.tfrecord"]

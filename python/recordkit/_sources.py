@@ -8,13 +8,15 @@ URL goes through fsspec, an optional dependency imported only then.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, IO[bytes]]
 
-__all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "display_name", "require"]
+__all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "display_name", "require",
+           "remove_dead_writers_files", "fsync_path"]
 
 
 def _is_file_object(obj: Any) -> bool:
@@ -78,16 +80,62 @@ def open_input(source: Source) -> Opened:
     return Opened(handle, path, handle.close)
 
 
+def _temp_suffix() -> str:
+    return f".tmp-{os.getpid()}-{os.urandom(4).hex()}"
+
+
+_TEMP_NAME = re.compile(r"^\.(?P<base>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def remove_dead_writers_files(directory: str, base: str) -> None:
+    """Removes the temporary files that writers of ``base`` left in ``directory``
+    when they were killed (``.base.tmp-<pid>-<random>`` whose process is gone)."""
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        match = _TEMP_NAME.match(entry)
+        if match and match["base"] == base and int(match["pid"]) != os.getpid() and not _pid_alive(int(match["pid"])):
+            try:
+                os.unlink(os.path.join(directory, entry))
+            except OSError:
+                pass  # another writer removed it first, or it is not ours to remove
+
+
+def fsync_path(path: str, directory: bool = False) -> None:
+    """Flushes a file (or a folder's entries) to the disk."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class AtomicTarget:
     """A file that appears under its final name only when :meth:`commit` runs.
 
-    Writes go to a temporary name beside the target; :meth:`commit` renames it
-    into place, :meth:`discard` deletes it. File objects are written directly:
-    their owner decides what becomes of them.
+    Writes go to a temporary name beside the target (``.name.tmp-<pid>-<random>``);
+    :meth:`commit` renames it into place, :meth:`discard` deletes it. Temporary
+    files that killed writers left for the same name are removed when the next
+    writer starts. With ``fsync``, :meth:`commit` flushes the file, renames it,
+    then flushes the folder, so that the committed file survives a power cut.
+    File objects are written directly: their owner decides what becomes of them.
     """
 
-    def __init__(self, target: Source) -> None:
+    def __init__(self, target: Source, *, fsync: bool = False) -> None:
         self.name = display_name(target)
+        self._fsync = fsync
         self._fs: Any = None
         self._file: Any = None
         self._temp: str | None = None
@@ -100,10 +148,11 @@ class AtomicTarget:
                 f"expected a path, a URL or a binary file object, not {type(target).__name__}"
             )
         scheme, path = _split_url(self.name)
-        suffix = f".tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        suffix = _temp_suffix()
         if scheme is None:
             directory, base = os.path.split(os.path.abspath(path))
             os.makedirs(directory, exist_ok=True)  # every writer creates a missing parent folder
+            remove_dead_writers_files(directory, base)
             self._final = path
             self._temp = os.path.join(directory, f".{base}{suffix}")
             self.handle = self._temp
@@ -121,7 +170,11 @@ class AtomicTarget:
         if self._temp is None or self._final is None:
             return
         if self._fs is None:
+            if self._fsync:
+                fsync_path(self._temp)
             os.replace(self._temp, self._final)
+            if self._fsync:
+                fsync_path(os.path.dirname(os.path.abspath(self._final)), directory=True)
         else:
             self._file.close()
             self._fs.mv(self._temp, self._final)
@@ -142,6 +195,6 @@ class AtomicTarget:
             pass  # already gone, or the filesystem refuses: nothing more to do
 
 
-def open_output(target: Source) -> AtomicTarget:
+def open_output(target: Source, *, fsync: bool = False) -> AtomicTarget:
     """Prepares ``target`` (path, URL or binary file object) for writing."""
-    return AtomicTarget(target)
+    return AtomicTarget(target, fsync=fsync)

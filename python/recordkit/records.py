@@ -268,9 +268,9 @@ class _RecordWriter:
 
     _format = "tfrecord"
 
-    def __init__(self, path: Source, compression: str | None = None) -> None:
+    def __init__(self, path: Source, compression: str | None = None, *, fsync: bool = False) -> None:
         native_compression = _writer_compression(compression)
-        self._target = open_output(path)
+        self._target = open_output(path, fsync=fsync)
         try:
             self._native: Any = _native.RecordWriter(
                 self._target.handle,
@@ -374,6 +374,11 @@ class TFRecordWriter(_RecordWriter):
             directly, no renaming).
         compression: ``None`` (default), ``"gzip"`` or ``"zlib"``, any case.
             The whole file is one compressed stream, as TensorFlow writes it.
+        fsync: On :meth:`close`, flush the file to the disk before the rename
+            and the folder after it, so that the file survives a power cut.
+
+    Temporary files left by writers that were killed (``kill -9``) for the
+    same name are removed when the next writer of that name starts.
 
     Example:
         >>> with TFRecordWriter("train.tfrecord") as writer:  # doctest: +SKIP
