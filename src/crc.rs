@@ -185,10 +185,16 @@ mod tests {
 
     #[test]
     fn shift_combines_crcs_of_concatenated_bytes() {
-        let data: Vec<u8> = (0..5000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let data: Vec<u8> = (0..5000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
         for split in [0, 1, 7, 255, 256, 4096, 5000] {
             let (a, b) = data.split_at(split);
-            assert_eq!(shift(crc32c(a), b.len() as u64) ^ crc32c(b), crc32c(&data), "split {split}");
+            assert_eq!(
+                shift(crc32c(a), b.len() as u64) ^ crc32c(b),
+                crc32c(&data),
+                "split {split}"
+            );
         }
     }
 }

@@ -525,22 +525,25 @@ impl Scanner {
             prefix
                 .advance_to(self.win.as_mut(), candidate)
                 .map_err(|e| self.io_error(e))?;
-            self.win.release(prefix.checkpoint_before(candidate).min(prefix.first_kept()));
+            self.win
+                .release(prefix.checkpoint_before(candidate).min(prefix.first_kept()));
             let got = self
                 .win
                 .fill(candidate, SCAN + TF_HEADER as u64)
                 .map_err(|e| self.io_error(e))?;
             if got < TF_HEADER as u64 {
-                let end = candidate + got;
-                self.skipped.push(Skipped {
-                    offset,
-                    bytes: end - start,
-                    kind,
-                    detail,
-                    record_index: self.records,
-                });
-                self.pos = end;
-                self.state = State::Done;
+                self.end_skip(
+                    start,
+                    candidate + got,
+                    State::Done,
+                    Skipped {
+                        offset,
+                        bytes: 0,
+                        kind,
+                        detail,
+                        record_index: 0,
+                    },
+                );
                 return Ok(());
             }
             let window = self.win.bytes(candidate, got as usize);
@@ -551,21 +554,35 @@ impl Scanner {
             for at in hits {
                 if self.payload_crc_checks(&mut prefix, at)? {
                     if let Frame::Record(_) = self.frame_at(at, true)? {
-                        self.skipped.push(Skipped {
-                            offset,
-                            bytes: at - start,
-                            kind,
-                            detail,
-                            record_index: self.records,
-                        });
-                        self.pos = at;
-                        self.state = State::Active;
+                        self.end_skip(
+                            start,
+                            at,
+                            State::Active,
+                            Skipped {
+                                offset,
+                                bytes: 0,
+                                kind,
+                                detail,
+                                record_index: 0,
+                            },
+                        );
                         return Ok(());
                     }
                 }
             }
             candidate += got - TF_HEADER as u64 + 1;
         }
+    }
+
+    /// Records the region `[start, resume)` as skipped and goes on from `resume`.
+    fn end_skip(&mut self, start: u64, resume: u64, state: State, region: Skipped) {
+        self.skipped.push(Skipped {
+            bytes: resume - start,
+            record_index: self.records,
+            ..region
+        });
+        self.pos = resume;
+        self.state = state;
     }
 
     /// Whether the record whose (checked) header is at `at` is whole and its
@@ -581,7 +598,9 @@ impl Scanner {
         }
         let (data, footer) = (at + TF_HEADER as u64, at + TF_HEADER as u64 + length);
         let win = self.win.as_mut();
-        let crc = prefix.range(win, data, footer).map_err(|e| self.io_error(e))?;
+        let crc = prefix
+            .range(win, data, footer)
+            .map_err(|e| self.io_error(e))?;
         let stored = u32::from_le_bytes(self.win.bytes(footer, 4).try_into().unwrap());
         Ok(unmask(stored) == crc)
     }
@@ -600,7 +619,10 @@ impl PrefixCrcs {
     const STEP: u64 = 4096;
 
     fn new(origin: u64) -> Self {
-        PrefixCrcs { origin, checkpoints: vec![0] }
+        PrefixCrcs {
+            origin,
+            checkpoints: vec![0],
+        }
     }
 
     /// Where the last computed checkpoint is.
@@ -623,8 +645,10 @@ impl PrefixCrcs {
                 break;
             }
             let last = *self.checkpoints.last().unwrap();
-            self.checkpoints
-                .push(crc32c::crc32c_append(last, win.bytes(from, Self::STEP as usize)));
+            self.checkpoints.push(crc32c::crc32c_append(
+                last,
+                win.bytes(from, Self::STEP as usize),
+            ));
         }
         Ok(())
     }
@@ -637,7 +661,10 @@ impl PrefixCrcs {
         let base = self.checkpoints[k.min(self.checkpoints.len() - 1)];
         let from = from.min(self.first_kept());
         win.fill(from, pos - from)?;
-        Ok(crc32c::crc32c_append(base, win.bytes(from, (pos - from) as usize)))
+        Ok(crc32c::crc32c_append(
+            base,
+            win.bytes(from, (pos - from) as usize),
+        ))
     }
 
     /// The CRC of `[from, to)`, from the prefix CRCs at both ends.

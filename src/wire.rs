@@ -107,7 +107,9 @@ impl<'a> Reader<'a> {
                 }
                 3 => {
                     if depth == MAX_GROUP_DEPTH {
-                        return Err(Malformed("groups nested more than 100 deep (protobuf's limit)"));
+                        return Err(Malformed(
+                            "groups nested more than 100 deep (protobuf's limit)",
+                        ));
                     }
                     open[depth] = key >> 3;
                     depth += 1;
@@ -235,7 +237,12 @@ mod tests {
     fn deep_groups_are_refused_without_recursion() {
         // 200 KB of start-group tags: recursion would overflow the stack.
         let mut r = Reader::new(&[0x0b; 200_000]);
-        assert_eq!(r.field(), Err(Malformed("groups nested more than 100 deep (protobuf's limit)")));
+        assert_eq!(
+            r.field(),
+            Err(Malformed(
+                "groups nested more than 100 deep (protobuf's limit)"
+            ))
+        );
         // 100 levels, closed again, are fine.
         let mut nested = vec![0x0b; MAX_GROUP_DEPTH];
         nested.extend(vec![0x0c; MAX_GROUP_DEPTH]);

@@ -142,7 +142,10 @@ impl PyFrameReader {
         let payloads = py.detach(|| {
             let file_len = file
                 .metadata()
-                .map_err(|source| Error::Io { path: path.to_string(), source })?
+                .map_err(|source| Error::Io {
+                    path: path.to_string(),
+                    source,
+                })?
                 .len();
             offsets
                 .iter()
