@@ -11,11 +11,12 @@ import struct
 import subprocess
 import sys
 import time
+import warnings
 import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
@@ -677,3 +678,63 @@ def test_fsync_flushes_the_file_then_the_folder(tmp_path: Path, monkeypatch: pyt
         writer.write(b"default")
     assert len(synced) == 2  # no fsync unless asked
     assert list(rk.TFRecordReader(tmp_path / "a.tfrecord")) == [b"durable"]
+
+
+def _reference_skip(data: bytes) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """What on_error="skip" must give, by definition: records framed in turn; at
+    damage, resume at the next offset where a whole record checks (its length,
+    its length CRC, its payload and its payload CRC). Returns the records and
+    the skipped (start, end) regions. Quadratic, and obviously so."""
+    def whole_record_at(pos: int) -> int | None:
+        if pos + 12 > len(data):
+            return None
+        header = data[pos : pos + 8]
+        if struct.unpack("<I", data[pos + 8 : pos + 12])[0] != masked_crc32c(header):
+            return None
+        length = struct.unpack("<Q", header)[0]
+        end = pos + 16 + length
+        if end > len(data) or struct.unpack("<I", data[end - 4 : end])[0] != masked_crc32c(data[pos + 12 : end - 4]):
+            return None
+        return end
+
+    records, skipped, pos = [], [], 0
+    while pos < len(data):
+        end = whole_record_at(pos)
+        if end is not None:
+            records.append(data[pos + 12 : end - 4])
+            pos = end
+            continue
+        resume = next((p for p in range(pos + 1, len(data)) if whole_record_at(p) is not None), len(data))
+        skipped.append((pos, resume))
+        pos = resume
+    return records, skipped
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(st.binary(max_size=40), min_size=1, max_size=8), data=st.data())
+def test_property_skip_matches_the_definition_whatever_the_damage(tmp_path_factory, records: list[bytes], data) -> None:
+    # Damage of every kind, including fake headers that check and claim long payloads,
+    # so that the prefix-CRC search is compared with reading every candidate.
+    stream = bytearray(frame_tfrecord(records))
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(stream)))
+        kind = data.draw(st.sampled_from(["flip", "insert", "delete", "fake header"]))
+        if kind == "flip" and at < len(stream):
+            stream[at] ^= data.draw(st.integers(1, 255))
+        elif kind == "insert":
+            stream[at:at] = data.draw(st.binary(min_size=1, max_size=20))
+        elif kind == "delete":
+            del stream[at : at + data.draw(st.integers(1, 20))]
+        elif kind == "fake header":
+            header = struct.pack("<Q", data.draw(st.integers(0, 2 * len(stream))))
+            stream[at:at] = header + struct.pack("<I", masked_crc32c(header))
+    expected_records, expected_regions = _reference_skip(bytes(stream))
+    path = tmp_path_factory.mktemp("damage") / "data"
+    path.write_bytes(bytes(stream))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rk.DataLossWarning)
+        reader = rk.TFRecordReader(path, on_error="skip")
+        got = list(reader)
+    assert got == expected_records
+    assert [(r.offset - (12 if r.kind == "corrupt_data" else 0), r.offset - (12 if r.kind == "corrupt_data" else 0) + r.bytes_skipped)
+            for r in reader.stats.damaged_regions] == expected_regions
