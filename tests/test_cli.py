@@ -170,7 +170,7 @@ def test_convert_parquet_to_tfrecord_and_back(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     shards = [str(tmp_path / "out" / f"train-{i:05d}-of-00003.tfrecord") for i in range(3)]
     assert result.stdout.split() == shards
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [Path(s).name for s in shards]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")) == [Path(s).name for s in shards]
     assert run("convert", str(tmp_path / "out" / "train-*.tfrecord"), str(tmp_path / "back.parquet")).returncode == 0
     assert pq.read_table(tmp_path / "back.parquet").equals(table)
 
@@ -206,7 +206,7 @@ def test_convert_csv_jsonl_npz_and_ofrecord(tmp_path: Path) -> None:
     assert [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()] == [
         {"id": 1, "name": "cat", "score": 0.5}, {"id": 2, "name": "dog"}, {"id": 3, "score": 2.25}]
     assert run("convert", str(tmp_path / "t.jsonl"), str(tmp_path / "of"), "--to", "ofrecord", "--shards", "2").returncode == 0
-    assert sorted(p.name for p in (tmp_path / "of").iterdir()) == ["part-00000", "part-00001"]
+    assert sorted(p.name for p in (tmp_path / "of").iterdir() if not p.name.startswith(".")) == ["part-00000", "part-00001"]
     assert run("convert", str(tmp_path / "of"), str(tmp_path / "t.npz")).returncode == 0
     import numpy as np
 

@@ -455,7 +455,7 @@ def test_write_ofrecord_parts(tmp_path: Path) -> None:
     assert sorted(r for p in parts for r in p) == sorted(records)
     # A rewrite with fewer parts replaces the whole set: no stale part-00002.
     rk.write_ofrecord_parts(records[:4], tmp_path / "ds", num_parts=2)
-    assert sorted(os.listdir(tmp_path / "ds")) == ["part-00000", "part-00001"]
+    assert sorted(os.listdir(tmp_path / "ds")) == [".part.recordkit-set", "part-00000", "part-00001"]
     assert sorted(rk.Dataset(tmp_path / "ds")) == sorted(records[:4])
 
 

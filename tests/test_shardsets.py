@@ -21,7 +21,7 @@ def test_resharding_with_fewer_shards_replaces_the_old_set(tmp_path: Path) -> No
     rk.write_examples(tmp_path / "out" / "train.tfrecord", rows(1000), shards=3)
     rk.write_examples(tmp_path / "out" / "train.tfrecord", rows(1000), shards=2)
     assert sorted(os.listdir(tmp_path / "out")) == [
-        "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
+        ".train.tfrecord.recordkit-set", "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
     assert sum(rk.count_records(p) for p in rk.list_files(str(tmp_path / "out" / "*.tfrecord"))) == 1000
 
 
@@ -30,7 +30,7 @@ def test_resharding_leaves_other_names_alone(tmp_path: Path) -> None:
     rk.write_examples(tmp_path / "eval.tfrecord", rows(10), shards=3)
     rk.write_examples(tmp_path / "train.tfrecord.gz", rows(10), shards=3, compression="gzip")
     rk.write_examples(tmp_path / "train.tfrecord", rows(10), shards=2)
-    names = sorted(os.listdir(tmp_path))
+    names = sorted(n for n in os.listdir(tmp_path) if not n.startswith("."))
     assert sum(n.startswith("eval-") for n in names) == 3
     assert sum(n.endswith(".gz") for n in names) == 3
     assert sum(n.startswith("train-") and n.endswith(".tfrecord") for n in names) == 2
@@ -45,7 +45,7 @@ def test_writing_one_shard_by_name_keeps_its_siblings(tmp_path: Path) -> None:
 def test_ofrecord_parts_with_fewer_parts_replace_the_old_folder(tmp_path: Path) -> None:
     rk.write_ofrecords(tmp_path / "ds", rows(1000), num_parts=4)
     rk.write_ofrecords(tmp_path / "ds", rows(1000), num_parts=2)
-    assert sorted(os.listdir(tmp_path / "ds")) == ["part-00000", "part-00001"]
+    assert sorted(os.listdir(tmp_path / "ds")) == [".part.recordkit-set", "part-00000", "part-00001"]
     assert sum(1 for _ in rk.Dataset(tmp_path / "ds")) == 1000
 
 
@@ -55,11 +55,11 @@ def test_convert_with_fewer_shards_replaces_the_old_set(tmp_path: Path) -> None:
     for shards in ("3", "2"):
         subprocess.run([sys.executable, "-m", "recordkit", "convert", str(source),
                         str(tmp_path / "out" / "train.tfrecord"), "--shards", shards], check=True)
-    assert len(os.listdir(tmp_path / "out")) == 2
+    assert len([n for n in os.listdir(tmp_path / "out") if not n.startswith(".")]) == 2
     assert sum(rk.count_records(p) for p in rk.list_files(tmp_path / "out")) == 1000
     for parts in (4, 2):
         rk.convert(source, tmp_path / "of", destination_format="ofrecord", shards=parts)
-    assert sorted(os.listdir(tmp_path / "of")) == ["part-00000", "part-00001"]
+    assert sorted(os.listdir(tmp_path / "of")) == [".part.recordkit-set", "part-00000", "part-00001"]
 
 
 @pytest.mark.parametrize("source", ["{d}", "{d}/train-*.tfrecord"])
@@ -90,4 +90,74 @@ def test_staged_shards_of_a_killed_conversion_are_removed_by_the_next(tmp_path: 
     (out / f".recordkit-convert-{os.getpid()}-0badc0de-00000").write_bytes(b"a live one's")
     rk.convert(source, out / "t.tfrecord", shards=2)
     assert sorted(p.name for p in out.iterdir()) == [
-        f".recordkit-convert-{os.getpid()}-0badc0de-00000", "t-00000-of-00002.tfrecord", "t-00001-of-00002.tfrecord"]
+        f".recordkit-convert-{os.getpid()}-0badc0de-00000", ".t.tfrecord.recordkit-set",
+        "t-00000-of-00002.tfrecord", "t-00001-of-00002.tfrecord"]
+
+
+# --- a set is committed as a set ---------------------------------------------------------
+
+_KILLED_BETWEEN_RENAMES = """
+import os, sys
+import numpy as np
+import recordkit as rk
+
+real_replace, renames = os.replace, []
+def replace(src, dst):
+    if not os.path.basename(dst).startswith("."):  # a file of the set, not the manifest
+        if len(renames) == int(sys.argv[3]):
+            os._exit(137)  # as kill -9 between two renames: nothing is cleaned up
+        renames.append(dst)
+    real_replace(src, dst)
+os.replace = replace
+if sys.argv[2] == "examples":
+    rk.write_examples(sys.argv[1] + "/train.tfrecord", {"id": np.arange(100, 130)}, shards=3)
+else:
+    rk.write_ofrecord_parts([b"new"] * 30, sys.argv[1], num_parts=3)
+"""
+
+
+@pytest.mark.parametrize("writer", ["examples", "ofrecord"])
+@pytest.mark.parametrize("renamed", [0, 1, 2])
+def test_a_writer_killed_between_renames_leaves_no_readable_mix(tmp_path: Path, writer: str, renamed: int) -> None:
+    if writer == "examples":
+        rk.write_examples(tmp_path / "train.tfrecord", rows(20), shards=3)  # the old set: same names
+    else:
+        rk.write_ofrecord_parts([b"old"] * 20, tmp_path, num_parts=3)
+    run = subprocess.run([sys.executable, "-c", _KILLED_BETWEEN_RENAMES, str(tmp_path), writer, str(renamed)])
+    assert run.returncode == 137
+    for source in (str(tmp_path), f"{tmp_path}/*"):
+        if renamed == 0:  # nothing renamed yet: every file is old, and the manifest already new
+            with pytest.raises(ValueError, match="did not finish"):
+                rk.list_files(source)
+        else:
+            with pytest.raises(ValueError, match="did not finish"):
+                list(rk.Dataset(source))
+    # Writing the set again repairs it.
+    rk.write_examples(tmp_path / "train.tfrecord", rows(10), shards=3) if writer == "examples" else \
+        rk.write_ofrecord_parts([b"again"] * 10, tmp_path, num_parts=3)
+    assert sum(1 for _ in rk.Dataset(tmp_path)) == 10
+
+
+def test_a_rewrite_that_fails_mid_way_leaves_the_old_set_whole(tmp_path: Path) -> None:
+    rk.write_ofrecord_parts([b"old"] * 30, tmp_path, num_parts=3)
+
+    def records():  # a full disk, as the writer sees it
+        yield from [b"new"] * 500
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        rk.write_ofrecord_parts(records(), tmp_path, num_parts=2)
+    assert sorted(rk.Dataset(tmp_path)) == [b"old"] * 30
+    assert sorted(n for n in os.listdir(tmp_path) if not n.startswith(".")) == ["part-00000", "part-00001", "part-00002"]
+
+
+def test_files_of_a_replaced_set_whose_removal_was_cut_short_are_left_out(tmp_path: Path) -> None:
+    old = rk.write_examples(tmp_path / "train.tfrecord", rows(30), shards=3)
+    kept = {p: Path(p).read_bytes() for p in old}
+    rk.write_examples(tmp_path / "train.tfrecord", rows(10), shards=2)
+    for path, data in kept.items():  # as if the writer died before removing them
+        Path(path).write_bytes(data)
+    assert sum(1 for _ in rk.Dataset(tmp_path)) == 10
+    assert len(rk.list_files(f"{tmp_path}/train-*")) == 2
+    with pytest.raises(FileNotFoundError, match="older set"):
+        rk.list_files(f"{tmp_path}/train@3")

@@ -5,14 +5,27 @@ A set replaces every earlier set of the same name, whatever its size: writing
 for a glob or a folder listing to read twice. New files are renamed into place
 first, and only then are the stale ones removed, so a reader never finds the
 name with no complete set at all.
+
+Renames happen one file at a time, so a writer killed between two of them
+would leave old and new files side by side. The commit therefore writes a
+manifest first (``.<name>.recordkit-set`` beside the files, hidden from
+listings): the new files' names, sizes and fingerprints (CRC-32 of their first
+and last 4 KiB). Readers of a folder, glob or ``name@N`` check every set that
+has one: a file that does not match is an error, never a silent mix, and files
+of the name that the manifest does not list (an older set whose removal was
+cut short) are left out. Sets without a manifest (TensorFlow's) are read as
+they are, checked only for completeness.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import zlib
 
-__all__ = ["SHARD_NAME", "ONEFLOW_PART", "RECORD_SUFFIXES", "shard_names", "split_suffix", "replaced_files", "remove_files"]
+__all__ = ["SHARD_NAME", "ONEFLOW_PART", "RECORD_SUFFIXES", "shard_names", "split_suffix", "replaced_files",
+           "remove_files", "write_manifest", "checked_listing"]
 
 SHARD_NAME = re.compile(r"^(?P<prefix>.*)-(?P<index>\d{5,})-of-(?P<total>\d{5,})(?P<suffix>.*)$")
 ONEFLOW_PART = re.compile(r"^part-\d+$")
@@ -75,3 +88,87 @@ def remove_files(paths: list[str]) -> None:
             os.unlink(path)
         except FileNotFoundError:
             pass  # removed by someone else meanwhile: the outcome is the same
+
+
+_MANIFEST_SUFFIX = ".recordkit-set"
+_FINGERPRINT_BYTES = 4096
+
+
+def _set_key(name: str) -> str | None:
+    """The name a shard or part file's set is known by: ``train.tfrecord``, ``part``."""
+    shard = SHARD_NAME.match(name)
+    if shard:
+        return shard["prefix"] + shard["suffix"]
+    return "part" if ONEFLOW_PART.match(name) else None
+
+
+def _manifest_path(folder: str, key: str) -> str:
+    return os.path.join(folder, f".{key}{_MANIFEST_SUFFIX}")
+
+
+def _fingerprint(path: str) -> dict[str, int]:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(_FINGERPRINT_BYTES)
+        f.seek(max(0, size - _FINGERPRINT_BYTES))
+        tail = f.read(_FINGERPRINT_BYTES)
+    return {"size": size, "head": zlib.crc32(head), "tail": zlib.crc32(tail)}
+
+
+def write_manifest(finals: list[str], files: list[str]) -> None:
+    """Records, before any rename, what the set about to appear under ``finals``
+    holds (``files[i]`` is the finished file that becomes ``finals[i]``)."""
+    if any("://" in path for path in finals + files):
+        return  # local sets only: a URL's files are renamed by its filesystem, and checked for completeness
+    folder = os.path.dirname(os.path.abspath(finals[0]))
+    key = _set_key(os.path.basename(finals[0]))
+    if key is None:
+        return
+    entries = {os.path.basename(final): _fingerprint(file) for final, file in zip(finals, files)}
+    path = _manifest_path(folder, key)
+    temp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+    with open(temp, "w", encoding="utf-8") as f:
+        json.dump({"recordkit_set": 1, "files": entries}, f)
+    os.replace(temp, path)
+
+
+def checked_listing(files: list[str], where: str) -> list[str]:
+    """``files`` (local paths, as a listing found them) checked against the manifests
+    of their sets: a mismatch raises, files of a replaced set are left out."""
+    manifests: dict[tuple[str, str], dict[str, dict[str, int]] | None] = {}
+    kept = []
+    for path in files:
+        folder, name = os.path.split(path)
+        key = _set_key(name)
+        if key is None or "://" in path:
+            kept.append(path)
+            continue
+        if (folder, key) not in manifests:
+            manifests[folder, key] = _read_manifest(_manifest_path(folder or ".", key))
+        listed = manifests[folder, key]
+        if listed is None:
+            kept.append(path)
+        elif name in listed:
+            if _fingerprint(path) != listed[name]:
+                raise ValueError(
+                    f"{where}: {path} is not the file its set's manifest ({_manifest_path(folder or '.', key)}) "
+                    f"lists: a write of the set {key!r} did not finish, leaving old and new files side by side. "
+                    "Write the set again (or, if a file was replaced by hand, remove the manifest)"
+                )
+            kept.append(path)
+        # else: a file of an older set of this name, whose removal was cut short
+    return kept
+
+
+def _read_manifest(path: str) -> dict[str, dict[str, int]] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            content = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path}: unreadable shard-set manifest ({error}); remove it to read the files as they are") from None
+    files = content.get("files") if isinstance(content, dict) else None
+    if not isinstance(files, dict):
+        raise ValueError(f"{path}: not a shard-set manifest; remove it to read the files as they are")
+    return files

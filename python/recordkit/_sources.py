@@ -165,6 +165,11 @@ class AtomicTarget:
             self._file = fs.open(self._temp, "wb")
             self.handle = self._file
 
+    @property
+    def temp_path(self) -> str | None:
+        """The local temporary file being written, if there is one."""
+        return self._temp if self._fs is None else None
+
     def commit(self) -> None:
         """Moves the finished file under its final name."""
         if self._temp is None or self._final is None:

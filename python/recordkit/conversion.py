@@ -28,7 +28,7 @@ import numpy as np
 
 from recordkit import _native
 from recordkit._sources import AtomicTarget, PathLike, _pid_alive, require
-from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names
+from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
 from recordkit.columnar import Column, _normalize, _write, example_column_batches, narrow_to_float32, ColumnValueError
 from recordkit.dataset import list_files, record_format
 from recordkit.images import image_shape
@@ -669,7 +669,10 @@ class _RecordSink(_Sink):
             finals = [self.destination]
         else:
             finals = shard_names(self.destination, count)
-        stale = replaced_files(finals) if finals != [self.destination] else []  # a set replaces its older sets
+        whole_set = finals != [self.destination]
+        stale = replaced_files(finals) if whole_set else []  # a set replaces its older sets
+        if whole_set:
+            write_manifest(finals, self.staged)  # before the renames: a crash between them fails the check
         for staged, final in zip(self.staged, finals):
             os.replace(staged, final)
         remove_files(stale)

@@ -31,7 +31,7 @@ import numpy as np
 
 from recordkit import _native
 from recordkit._sources import PathLike, _fsspec, _split_url, open_input
-from recordkit._shardsets import ONEFLOW_PART, SHARD_NAME, shard_names, split_suffix
+from recordkit._shardsets import ONEFLOW_PART, SHARD_NAME, checked_listing, shard_names, split_suffix
 from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
 from recordkit.index import existing_index, read_index
@@ -169,7 +169,7 @@ def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
     if files.exists():
         if not files.isdir():
             return [text]
-        found = sorted(filter(_is_record_file, files.listdir()), key=_natural_key)
+        found = checked_listing(sorted(filter(_is_record_file, files.listdir()), key=_natural_key), text)
         if not found:
             raise FileNotFoundError(2, "no record files in the directory", text)
         _check_shard_sets(found, text)
@@ -178,7 +178,7 @@ def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
     if at_shards:
         return _at_shards(at_shards["base"], int(at_shards["count"]))
     if _GLOB_CHARS.intersection(text):
-        found = sorted(filter(_is_record_file, files.glob()), key=_natural_key)
+        found = checked_listing(sorted(filter(_is_record_file, files.glob()), key=_natural_key), text)
         if not found:
             raise FileNotFoundError(2, "no record file matches", text)
         _check_shard_sets(found, text, pattern=text)
@@ -202,7 +202,11 @@ def _at_shards(base: str, count: int) -> list[str]:
         tried.append(names[0])
         present = [_Files(name).exists() for name in names]
         if all(present):
-            return names
+            current = checked_listing(names, f"{base}@{count}")
+            if len(current) != len(names):
+                raise FileNotFoundError(f"{base}@{count}: these files are an older set of this name, replaced by "
+                                        "another (its manifest lists other files); name the current set")
+            return current
         if any(present):
             missing = [name for name, there in zip(names, present) if not there]
             raise FileNotFoundError(

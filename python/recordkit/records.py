@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal
 
 from recordkit import _native
-from recordkit._shardsets import remove_files, replaced_files
+from recordkit._shardsets import remove_files, replaced_files, write_manifest
 from recordkit._sources import Source, open_input, open_output
 from recordkit.errors import DataLossWarning
 
@@ -323,6 +323,15 @@ class _RecordWriter:
         finally:
             self._finished = True
 
+    def _finish_unnamed(self) -> str | None:
+        """Finishes the file under its temporary name (for a set's commit); returns that name."""
+        try:
+            self._native.close()
+        except BaseException:
+            self.abort()
+            raise
+        return self._target.temp_path
+
     def abort(self) -> None:
         """Stops writing and deletes the unfinished file; nothing appears under its name."""
         if self._finished:
@@ -412,6 +421,12 @@ def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False) -
     stale = replaced_files([w.name for w in writers]) if whole_set else []
     try:
         yield writers
+        if whole_set:
+            # Every file finished, then the manifest readers check, then the renames:
+            # a crash between two renames leaves a set that fails its check, not a mix.
+            temps = [writer._finish_unnamed() for writer in writers]
+            if all(temps):
+                write_manifest([w.name for w in writers], temps)  # type: ignore[arg-type]
         for writer in writers:
             writer.close()
     except BaseException:
