@@ -161,3 +161,21 @@ def test_files_of_a_replaced_set_whose_removal_was_cut_short_are_left_out(tmp_pa
     assert len(rk.list_files(f"{tmp_path}/train-*")) == 2
     with pytest.raises(FileNotFoundError, match="older set"):
         rk.list_files(f"{tmp_path}/train@3")
+
+
+def test_fsync_flushes_every_file_of_a_set_the_manifest_and_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    rk.write_examples(tmp_path / "t.tfrecord", rows(10), shards=2, fsync=True)
+    assert sum(name.startswith(".t-0000") for name in synced) == 2  # each file, under its temporary name
+    assert any(name.startswith(".t.tfrecord.recordkit-set.tmp-") for name in synced)  # the manifest
+    assert synced.count(tmp_path.name) == 2  # the folder, after each rename
+    synced.clear()
+    rk.write_examples(tmp_path / "t.tfrecord", rows(10), shards=2)
+    assert synced == []

@@ -115,9 +115,10 @@ def _fingerprint(path: str) -> dict[str, int]:
     return {"size": size, "head": zlib.crc32(head), "tail": zlib.crc32(tail)}
 
 
-def write_manifest(finals: list[str], files: list[str]) -> None:
+def write_manifest(finals: list[str], files: list[str], *, fsync: bool = False) -> None:
     """Records, before any rename, what the set about to appear under ``finals``
-    holds (``files[i]`` is the finished file that becomes ``finals[i]``)."""
+    holds (``files[i]`` is the finished file that becomes ``finals[i]``); with
+    ``fsync``, flushed to the disk before it is renamed into place."""
     if any("://" in path for path in finals + files):
         return  # local sets only: a URL's files are renamed by its filesystem, and checked for completeness
     folder = os.path.dirname(os.path.abspath(finals[0]))
@@ -129,6 +130,9 @@ def write_manifest(finals: list[str], files: list[str]) -> None:
     temp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
     with open(temp, "w", encoding="utf-8") as f:
         json.dump({"recordkit_set": 1, "files": entries}, f)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(temp, path)
 
 

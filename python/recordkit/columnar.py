@@ -385,9 +385,10 @@ def _row_ranges(rows: int, shards: int) -> list[tuple[int, int]]:
 _WRITE_SLICE_ROWS = 262144
 
 
-def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str, *, whole_set: bool) -> None:
+def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str, *, whole_set: bool,
+               fsync: bool) -> None:
     rows, normalized = _normalize(columns, schema)
-    with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set) as writers:
+    with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
             # Encode in slices so the temporary lists stay small for huge inputs;
             # each slice is one call into Rust, its rows encoded on every core.
@@ -401,6 +402,7 @@ def write_examples(
     *,
     compression: str | None = None,
     shards: int | None = None,
+    fsync: bool = False,
 ) -> list[str]:
     """Writes one ``tf.train.Example`` per row of ``columns`` to TFRecord file(s).
 
@@ -414,27 +416,33 @@ def write_examples(
             ``bytes_list``. A pyarrow Table or pandas DataFrame works too.
         compression: None, ``"gzip"`` or ``"zlib"``.
         shards: Write this many files, ``name-00000-of-0000N.tfrecord`` ...,
-            holding consecutive rows (sizes differ by at most one row).
+            holding consecutive rows (sizes differ by at most one row). The
+            set replaces every older set of the name, and is committed as a
+            set (see the README).
+        fsync: Flush the files (and the set's manifest) and their folder to
+            the disk before returning, so the write survives a power cut.
 
     Returns:
         The paths written. All files appear together when every one is complete.
     """
     targets = [os.fspath(path)] if shards is None else shard_names(path, _positive(shards))
-    _write_all(targets, lambda t: TFRecordWriter(t, compression=compression), columns, "tensorflow",
-               whole_set=shards is not None)
+    _write_all(targets, lambda t: TFRecordWriter(t, compression=compression, fsync=fsync), columns, "tensorflow",
+               whole_set=shards is not None, fsync=fsync)
     return targets
 
 
-def write_ofrecords(directory: str | os.PathLike[str], columns: Any, *, num_parts: int = 1, suffix_length: int = 5) -> list[str]:
+def write_ofrecords(directory: str | os.PathLike[str], columns: Any, *, num_parts: int = 1, suffix_length: int = 5,
+                    fsync: bool = False) -> list[str]:
     """Writes one OFRecord per row of ``columns`` as a OneFlow dataset folder (``part-00000`` ...).
 
     Columns as for :func:`write_examples`; the dtype picks the list kind
     (int32, int64, float32, float64 or bytes). Rows are split into
-    ``num_parts`` consecutive parts, all renamed into place together.
+    ``num_parts`` consecutive parts, committed as a set that replaces the
+    folder's older parts; ``fsync`` as for :func:`write_examples`.
     """
     directory = os.fspath(directory)
     targets = [os.path.join(directory, f"part-{i:0{suffix_length}d}") for i in range(_positive(num_parts))]
-    _write_all(targets, OFRecordWriter, columns, "oneflow", whole_set=True)
+    _write_all(targets, lambda t: OFRecordWriter(t, fsync=fsync), columns, "oneflow", whole_set=True, fsync=fsync)
     return targets
 
 

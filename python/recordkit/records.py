@@ -410,13 +410,17 @@ class OFRecordWriter(_RecordWriter):
 
 
 @contextlib.contextmanager
-def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False) -> Iterator[list["_RecordWriter"]]:
+def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False,
+                   fsync: bool = False) -> Iterator[list["_RecordWriter"]]:
     """Closes every writer if the block succeeds, and aborts every one if it
     raises, so a set of files (shards, parts) appears whole or not at all.
 
     With ``whole_set``, the writers are a complete shard set or OneFlow part
     folder, and every earlier shard or part of the same name (any total) is
     removed once the new files are in place, so old and new sets never mix.
+    A manifest of the new files is written before the first rename (see
+    :mod:`recordkit._shardsets`); ``fsync`` flushes it as the writers' own
+    ``fsync`` flushes their files and folder.
     """
     stale = replaced_files([w.name for w in writers]) if whole_set else []
     try:
@@ -426,7 +430,7 @@ def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False) -
             # a crash between two renames leaves a set that fails its check, not a mix.
             temps = [writer._finish_unnamed() for writer in writers]
             if all(temps):
-                write_manifest([w.name for w in writers], temps)  # type: ignore[arg-type]
+                write_manifest([w.name for w in writers], temps, fsync=fsync)  # type: ignore[arg-type]
         for writer in writers:
             writer.close()
     except BaseException:
@@ -489,6 +493,7 @@ def write_ofrecord_parts(
     num_parts: int = 1,
     *,
     suffix_length: int = 5,
+    fsync: bool = False,
 ) -> list[str]:
     """Writes records as a OneFlow dataset folder: ``part-00000``, ``part-00001``, ...
 
@@ -503,6 +508,8 @@ def write_ofrecord_parts(
         num_parts: How many ``part-`` files to write.
         suffix_length: Digits in the part number (OneFlow's
             ``part_name_suffix_length``; 5 gives ``part-00000``).
+        fsync: Flush every part, the manifest and the folder to the disk
+            before the write returns.
 
     Returns:
         The paths written, in part order.
@@ -511,7 +518,7 @@ def write_ofrecord_parts(
         raise ValueError(f"num_parts must be at least 1, not {num_parts}")
     directory = os.fspath(directory)
     paths = [os.path.join(directory, f"part-{i:0{suffix_length}d}") for i in range(num_parts)]
-    with all_or_nothing([OFRecordWriter(p) for p in paths], whole_set=True) as writers:
+    with all_or_nothing([OFRecordWriter(p, fsync=fsync) for p in paths], whole_set=True, fsync=fsync) as writers:
         for writer, record in zip(itertools.cycle(writers), records):
             writer.write(record)
     return paths
