@@ -532,18 +532,7 @@ impl Scanner {
                 .fill(candidate, SCAN + TF_HEADER as u64)
                 .map_err(|e| self.io_error(e))?;
             if got < TF_HEADER as u64 {
-                self.end_skip(
-                    start,
-                    candidate + got,
-                    State::Done,
-                    Skipped {
-                        offset,
-                        bytes: 0,
-                        kind,
-                        detail,
-                        record_index: 0,
-                    },
-                );
+                self.end_skip(start, candidate + got, State::Done, (offset, kind, detail));
                 return Ok(());
             }
             let window = self.win.bytes(candidate, got as usize);
@@ -554,18 +543,7 @@ impl Scanner {
             for at in hits {
                 if self.payload_crc_checks(&mut prefix, at)? {
                     if let Frame::Record(_) = self.frame_at(at, true)? {
-                        self.end_skip(
-                            start,
-                            at,
-                            State::Active,
-                            Skipped {
-                                offset,
-                                bytes: 0,
-                                kind,
-                                detail,
-                                record_index: 0,
-                            },
-                        );
+                        self.end_skip(start, at, State::Active, (offset, kind, detail));
                         return Ok(());
                     }
                 }
@@ -574,12 +552,22 @@ impl Scanner {
         }
     }
 
-    /// Records the region `[start, resume)` as skipped and goes on from `resume`.
-    fn end_skip(&mut self, start: u64, resume: u64, state: State, region: Skipped) {
+    /// Records the region `[start, resume)` as skipped, with the damage found at
+    /// its start (`offset`, `kind`, `detail`), and goes on from `resume`.
+    fn end_skip(
+        &mut self,
+        start: u64,
+        resume: u64,
+        state: State,
+        damage: (u64, DamageKind, String),
+    ) {
+        let (offset, kind, detail) = damage;
         self.skipped.push(Skipped {
+            offset,
             bytes: resume - start,
+            kind,
+            detail,
             record_index: self.records,
-            ..region
         });
         self.pos = resume;
         self.state = state;
