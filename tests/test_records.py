@@ -738,3 +738,30 @@ def test_property_skip_matches_the_definition_whatever_the_damage(tmp_path_facto
     assert got == expected_records
     assert [(r.offset - (12 if r.kind == "corrupt_data" else 0), r.offset - (12 if r.kind == "corrupt_data" else 0) + r.bytes_skipped)
             for r in reader.stats.damaged_regions] == expected_regions
+
+
+def test_one_native_scanner_shared_by_threads_takes_turns(tmp_path: Path) -> None:
+    import threading
+
+    from recordkit import _native
+
+    records = [b"r%d" % i for i in range(5000)]
+    write(tmp_path / "a.tfrecord.gz", records, "gzip")  # decompression releases the GIL mid-call
+    scanner = _native.RecordScanner(str(tmp_path / "a.tfrecord.gz"), name="a")
+    taken: list[list[bytes]] = [[] for _ in range(8)]
+    errors: list[BaseException] = []
+
+    def take(mine: list[bytes]) -> None:
+        try:
+            while batch := scanner.next_batch(7, 1 << 20):
+                mine.extend(batch)
+        except BaseException as error:  # "Already borrowed" before the fix
+            errors.append(error)
+
+    threads = [threading.Thread(target=take, args=(mine,)) for mine in taken]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[:1]
+    assert sorted(r for mine in taken for r in mine) == sorted(records)

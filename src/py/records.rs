@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Cursor, Read, Seek, Write};
+use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
@@ -21,6 +22,7 @@ use crate::framing::{
 };
 use crate::py::codec::{columns_to_py, requests, ColumnSource, Held, PyColumn};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
+use crate::py::shared::lock_shared;
 use crate::window::{MappedWindow, Stream, StreamWindow, Window};
 
 /// Bytes read to guess the compression: one TFRecord header.
@@ -111,15 +113,21 @@ fn open_pyfile(
 /// `(offset, bytes_skipped, kind, detail, record_index)`.
 type SkippedRegion = (u64, u64, &'static str, String, u64);
 
-/// Frames records from a file, in batches, with the GIL released.
-#[pyclass(module = "recordkit._native", name = "RecordScanner")]
+/// Frames records from a file, in batches, with the GIL released. Threads may
+/// share one: calls take turns (a mutex), instead of failing with "Already
+/// borrowed" as a plain pyclass would while another call has the GIL released.
+#[pyclass(module = "recordkit._native", name = "RecordScanner", frozen)]
 pub struct PyRecordScanner {
-    scanner: Option<Scanner>,
-    spans: Vec<Span>,
+    state: Mutex<ScanState>,
     compression: Compression,
 }
 
-impl PyRecordScanner {
+struct ScanState {
+    scanner: Option<Scanner>,
+    spans: Vec<Span>,
+}
+
+impl ScanState {
     fn scanner(&mut self) -> PyResult<&mut Scanner> {
         self.scanner
             .as_mut()
@@ -153,8 +161,10 @@ impl PyRecordScanner {
         let scanner = Scanner::new(win, format, verify, skip_damaged, name)?;
         crate::py::memory::adapt_malloc_to_large_records();
         Ok(PyRecordScanner {
-            scanner: Some(scanner),
-            spans: Vec::new(),
+            state: Mutex::new(ScanState {
+                scanner: Some(scanner),
+                spans: Vec::new(),
+            }),
             compression,
         })
     }
@@ -162,13 +172,15 @@ impl PyRecordScanner {
     /// The next records as a list of bytes; an empty list at the end.
     #[pyo3(signature = (max_records = 1024, max_bytes = 16 << 20))]
     fn next_batch<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         max_records: usize,
         max_bytes: usize,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut spans = std::mem::take(&mut self.spans);
-        let scanner = self.scanner()?;
+        let mut state = lock_shared(py, &self.state);
+        let state = &mut *state;
+        let mut spans = std::mem::take(&mut state.spans);
+        let scanner = state.scanner()?;
         py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
         let list = PyList::new(
             py,
@@ -176,7 +188,7 @@ impl PyRecordScanner {
                 .iter()
                 .map(|&span| PyBytes::new(py, scanner.payload(span))),
         )?;
-        self.spans = spans;
+        state.spans = spans;
         Ok(list)
     }
 
@@ -184,14 +196,16 @@ impl PyRecordScanner {
     /// same call: `(records framed, [(values, counts)] per request)`.
     #[allow(clippy::type_complexity)]
     fn next_example_batch(
-        &mut self,
+        &self,
         py: Python<'_>,
         max_records: usize,
         requests: Vec<(String, String)>,
     ) -> PyResult<(usize, Vec<PyColumn>)> {
         let requests = self::requests(requests)?;
-        let mut spans = std::mem::take(&mut self.spans);
-        let scanner = self.scanner()?;
+        let mut state = lock_shared(py, &self.state);
+        let state = &mut *state;
+        let mut spans = std::mem::take(&mut state.spans);
+        let scanner = state.scanner()?;
         let columns = py.detach(|| -> Result<_> {
             scanner.next_batch(max_records.max(1), usize::MAX, &mut spans)?;
             let records: Vec<&[u8]> = spans.iter().map(|&s| scanner.payload(s)).collect();
@@ -209,7 +223,7 @@ impl PyRecordScanner {
         })?;
         let n = spans.len();
         let columns = columns_to_py(py, columns);
-        self.spans = spans;
+        state.spans = spans;
         Ok((n, columns))
     }
 
@@ -219,17 +233,19 @@ impl PyRecordScanner {
     /// resident: pages passed over are dropped between calls.
     #[pyo3(signature = (max_records, max_bytes = 16 << 20))]
     fn next_frames<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         max_records: usize,
         max_bytes: usize,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let mut spans = std::mem::take(&mut self.spans);
-        let scanner = self.scanner()?;
+        let mut state = lock_shared(py, &self.state);
+        let state = &mut *state;
+        let mut spans = std::mem::take(&mut state.spans);
+        let scanner = state.scanner()?;
         py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
         let (offsets, sizes): (Vec<u64>, Vec<u64>) =
             spans.iter().map(|&s| scanner.frame_of(s)).unzip();
-        self.spans = spans;
+        state.spans = spans;
         Ok((
             offsets.into_pyarray(py).into_any(),
             sizes.into_pyarray(py).into_any(),
@@ -238,19 +254,20 @@ impl PyRecordScanner {
 
     /// Continues from the frame at stream offset `offset`, the file's record
     /// number `record_index` (forward only).
-    fn seek(&mut self, offset: u64, record_index: u64) -> PyResult<()> {
-        Ok(self.scanner()?.seek(offset, record_index)?)
+    fn seek(&self, py: Python<'_>, offset: u64, record_index: u64) -> PyResult<()> {
+        Ok(lock_shared(py, &self.state).scanner()?.seek(offset, record_index)?)
     }
 
     /// Counts the remaining records, skipping payloads.
-    fn count(&mut self, py: Python<'_>) -> PyResult<u64> {
-        let scanner = self.scanner()?;
+    fn count(&self, py: Python<'_>) -> PyResult<u64> {
+        let mut state = lock_shared(py, &self.state);
+        let scanner = state.scanner()?;
         Ok(py.detach(|| scanner.count())?)
     }
 
     /// Damaged regions skipped since the last call.
-    fn take_skipped(&mut self) -> PyResult<Vec<SkippedRegion>> {
-        Ok(self
+    fn take_skipped(&self, py: Python<'_>) -> PyResult<Vec<SkippedRegion>> {
+        Ok(lock_shared(py, &self.state)
             .scanner()?
             .take_skipped()
             .into_iter()
@@ -260,14 +277,14 @@ impl PyRecordScanner {
 
     /// Records read so far.
     #[getter]
-    fn records(&mut self) -> PyResult<u64> {
-        Ok(self.scanner()?.records())
+    fn records(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(lock_shared(py, &self.state).scanner()?.records())
     }
 
     /// Offset of the next record in the (uncompressed) stream.
     #[getter]
-    fn position(&mut self) -> PyResult<u64> {
-        Ok(self.scanner()?.position())
+    fn position(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(lock_shared(py, &self.state).scanner()?.position())
     }
 
     /// The compression in use: "none", "gzip" or "zlib".
@@ -281,8 +298,8 @@ impl PyRecordScanner {
     }
 
     /// Releases the file (and its mapping).
-    fn close(&mut self) {
-        self.scanner = None;
+    fn close(&self, py: Python<'_>) {
+        lock_shared(py, &self.state).scanner = None;
     }
 }
 

@@ -25,19 +25,18 @@ pub struct PySharedIterator {
     state: Mutex<State>,
 }
 
-impl PySharedIterator {
-    /// Takes the lock. While another thread holds it (it may be inside a
-    /// refill that released the GIL), waits with the GIL released, so that
-    /// the holder can take the GIL back and finish.
-    fn lock(&self, py: Python<'_>) -> MutexGuard<'_, State> {
-        loop {
-            match self.state.try_lock() {
-                Ok(guard) => return guard,
-                Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
-                Err(TryLockError::WouldBlock) => py.detach(|| {
-                    drop(self.state.lock());
-                }),
-            }
+/// Takes `mutex` for an object that threads share. While another thread holds
+/// it (it may be inside a call that released the GIL), waits with the GIL
+/// released, so that the holder can take the GIL back and finish. A panic
+/// while it was held does not lock the object forever.
+pub fn lock_shared<'a, T: Send>(py: Python<'_>, mutex: &'a Mutex<T>) -> MutexGuard<'a, T> {
+    loop {
+        match mutex.try_lock() {
+            Ok(guard) => return guard,
+            Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => py.detach(|| {
+                drop(mutex.lock());
+            }),
         }
     }
 }
@@ -61,7 +60,7 @@ impl PySharedIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let mut state = self.lock(py);
+        let mut state = lock_shared(py, &self.state);
         loop {
             if let Some(item) = state.batch.pop() {
                 return Ok(Some(item));
