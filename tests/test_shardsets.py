@@ -179,3 +179,23 @@ def test_fsync_flushes_every_file_of_a_set_the_manifest_and_the_folder(tmp_path:
     synced.clear()
     rk.write_examples(tmp_path / "t.tfrecord", rows(10), shards=2)
     assert synced == []
+
+
+def test_convert_fsync_flushes_shards_manifest_and_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "in.tfrecord"
+    rk.write_examples(source, rows(10))
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    rk.convert(source, tmp_path / "out" / "t.tfrecord", shards=2, fsync=True)
+    assert sum(".recordkit-convert-" in name for name in synced) == 2  # each staged shard
+    assert any(name.startswith(".t.tfrecord.recordkit-set.tmp-") for name in synced)
+    assert synced[-1] == "out"  # the folder, after the renames
+    synced.clear()
+    rk.convert(source, tmp_path / "t.parquet", fsync=True)
+    assert len(synced) == 2 and synced[0].startswith(".t.parquet.tmp-") and synced[1] == tmp_path.name

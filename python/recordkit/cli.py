@@ -253,7 +253,7 @@ def _convert(args: argparse.Namespace) -> int:
         shards=args.shards, shard_size=parse_size(args.shard_size) if args.shard_size else None,
         output_compression=args.output_compression, source_compression=args.compression,
         features=args.features.split(",") if args.features else None,
-        source_format=args.source_format, destination_format=args.destination_format,
+        source_format=args.source_format, destination_format=args.destination_format, fsync=args.fsync,
     )
     for path in written:
         print(path)
@@ -366,6 +366,7 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--output-compression", choices=["none", "gzip", "zlib"],
                       help="of a TFRecord DST (default: from its suffix, .gz or .zz, else none)")
     conv.add_argument("--features", help="comma-separated features (columns) to keep, in this order")
+    conv.add_argument("--fsync", action="store_true", help="flush the outputs and their folder to the disk before exiting")
     conv.add_argument("--from", dest="source_format", choices=FORMATS, help="the format of SRC, when its name does not say")
     conv.add_argument("--to", dest="destination_format", choices=[f for f in FORMATS if f != "images"], help="the format of DST (ofrecord: a part-NNNNN folder)")
     conv.set_defaults(run=_convert)

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import AtomicTarget, PathLike, _pid_alive, require
+from recordkit._sources import AtomicTarget, PathLike, _pid_alive, fsync_path, require
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
 from recordkit.columnar import Column, _normalize, _write, example_column_batches, narrow_to_float32, ColumnValueError
 from recordkit.dataset import list_files, record_format
@@ -588,8 +588,8 @@ class _RecordSink(_Sink):
     """
 
     def __init__(self, destination: str, fmt: str, rows: int, compression: str | None,
-                 shards: int | None, shard_size: int | None) -> None:
-        self.destination, self.format, self.rows = destination, fmt, rows
+                 shards: int | None, shard_size: int | None, fsync: bool) -> None:
+        self.destination, self.format, self.rows, self.fsync = destination, fmt, rows, fsync
         self.compression = compression
         self.shards, self.shard_size = shards, shard_size
         self.schema = "oneflow" if fmt == "ofrecord" else "tensorflow"
@@ -611,7 +611,7 @@ class _RecordSink(_Sink):
             self.writer.close()
         cls = OFRecordWriter if self.format == "ofrecord" else TFRecordWriter
         path = self._staging(len(self.staged))
-        self.writer = cls(path, compression=self.compression)
+        self.writer = cls(path, compression=self.compression, fsync=self.fsync)
         self.staged.append(path)
 
     def write_records(self, records: list[bytes]) -> None:
@@ -672,9 +672,11 @@ class _RecordSink(_Sink):
         whole_set = finals != [self.destination]
         stale = replaced_files(finals) if whole_set else []  # a set replaces its older sets
         if whole_set:
-            write_manifest(finals, self.staged)  # before the renames: a crash between them fails the check
+            write_manifest(finals, self.staged, fsync=self.fsync)  # before the renames: a crash between them fails the check
         for staged, final in zip(self.staged, finals):
             os.replace(staged, final)
+        if self.fsync:
+            fsync_path(self.folder, directory=True)
         remove_files(stale)
         return finals
 
@@ -714,9 +716,9 @@ def _utf8(value: bytes | str) -> bytes:
 class _TableSink(_Sink):
     """CSV, JSON lines or Parquet, written through a temporary file."""
 
-    def __init__(self, destination: str, fmt: str, columns: dict[str, _ColumnInfo]) -> None:
+    def __init__(self, destination: str, fmt: str, columns: dict[str, _ColumnInfo], fsync: bool) -> None:
         self.format, self.columns = fmt, columns
-        self.target = AtomicTarget(destination)
+        self.target = AtomicTarget(destination, fsync=fsync)
         self.destination = destination
         self.file: Any = None
         if fmt == "parquet":
@@ -812,8 +814,8 @@ class _TableSink(_Sink):
 class _NpzSink(_Sink):
     """``.npz``: columns of one value per row as arrays, others as ``name.values`` + ``name.row_splits``."""
 
-    def __init__(self, destination: str, columns: dict[str, _ColumnInfo]) -> None:
-        self.destination, self.columns = destination, columns
+    def __init__(self, destination: str, columns: dict[str, _ColumnInfo], fsync: bool) -> None:
+        self.destination, self.columns, self.fsync = destination, columns, fsync
         self.parts: dict[str, list[Column]] = {name: [] for name in columns}
 
     def write(self, rows: int, columns: dict[str, Column]) -> None:
@@ -842,7 +844,7 @@ class _NpzSink(_Sink):
             else:
                 arrays[name + ".values"] = values
                 arrays[name + ".row_splits"] = np.concatenate(splits_parts)
-        target = AtomicTarget(self.destination)
+        target = AtomicTarget(self.destination, fsync=self.fsync)
         try:
             with open(target.handle, "wb") as f:
                 np.savez(f, **arrays)
@@ -880,6 +882,7 @@ def convert(
     source_format: str | None = None,
     destination_format: str | None = None,
     progress: bool | None = None,
+    fsync: bool = False,
 ) -> list[str]:
     """Converts ``source`` into ``destination`` and returns the paths written.
 
@@ -901,6 +904,8 @@ def convert(
             ``"auto"`` (default: from the content), ``"none"``, ``"gzip"``, ``"zlib"``.
         features: Keep only these features (columns), in this order.
         progress: Report progress on stderr (default: when it is a terminal).
+        fsync: Flush every output file (and a shard set's manifest) and its
+            folder to the disk before returning.
 
     An image folder (``root/<class>/<image>``) becomes the TensorFlow
     tutorial's features: ``image_raw`` (the encoded bytes), ``height``,
@@ -936,11 +941,11 @@ def convert(
     report = _Progress(src.rows, f"{in_format} -> {out_format}", progress)
     sink: _Sink
     if out_format in ("tfrecord", "ofrecord"):
-        sink = _RecordSink(destination, out_format, src.rows, compression, shards, size)
+        sink = _RecordSink(destination, out_format, src.rows, compression, shards, size, fsync)
     elif out_format == "npz":
-        sink = _NpzSink(destination, src.columns)
+        sink = _NpzSink(destination, src.columns, fsync)
     else:
-        sink = _TableSink(destination, out_format, src.columns)
+        sink = _TableSink(destination, out_format, src.columns, fsync)
     try:
         if copy_records:  # the same record format: records are copied as they are (resharded, recompressed)
             assert isinstance(sink, _RecordSink) and isinstance(src, _RecordSource)
@@ -965,7 +970,7 @@ def convert(
         report.finish()
     if isinstance(src, _ImageFolderSource):
         label_map = _label_map_path(destination)
-        target = AtomicTarget(label_map)
+        target = AtomicTarget(label_map, fsync=fsync)
         with open(target.handle, "w", encoding="utf-8") as f:
             json.dump({name: label for label, name in enumerate(src.classes)}, f, indent=2)
         target.commit()
