@@ -14,8 +14,8 @@ settings.register_profile("thorough", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parent.parent
-# The project's own copy of ../shared/conformance (refresh it from there with
-# `python tests/data/refresh_conformance.py`): tests never read outside the repository.
+# The project's own copy of the conformance corpus (`python scripts/refresh_conformance.py`
+# refreshes it): tests never read outside the repository.
 CONFORMANCE = Path(os.environ.get("RECORDKIT_CONFORMANCE", REPO / "tests" / "data" / "conformance"))
 
 
@@ -33,3 +33,17 @@ def load_cases() -> list[dict]:
 @pytest.fixture(scope="session")
 def conformance_dir() -> Path:
     return CONFORMANCE / "files"
+
+
+@pytest.fixture
+def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``os.fsync`` is called on from now on, in order (the calls still happen)."""
+    paths: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return paths

@@ -264,8 +264,9 @@ def test_debug_works_before_and_after_the_subcommand(tmp_path: Path) -> None:
     (["convert", "--shards", "0"], "must be at least 1"),
 ])
 def test_option_values_are_checked_before_any_work(tmp_path: Path, args: list[str], complaint: str) -> None:
-    path = tmp_path / "t.tfrecord"
-    rk.write_examples(path, {"a": [1, 2]})
+    # The source does not exist: a command that did any work before checking its
+    # options would complain about the missing file instead.
+    path = tmp_path / "absent.tfrecord"
     extra = [str(tmp_path / "out.tfrecord")] if args[0] == "convert" else []
     result = run(*args, str(path), *extra)
     assert result.returncode == 2 and complaint in result.stderr and "islice" not in result.stderr, result.stderr

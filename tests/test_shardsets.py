@@ -21,7 +21,7 @@ def test_resharding_with_fewer_shards_replaces_the_old_set(tmp_path: Path) -> No
     rk.write_examples(tmp_path / "out" / "train.tfrecord", rows(1000), shards=3)
     rk.write_examples(tmp_path / "out" / "train.tfrecord", rows(1000), shards=2)
     assert sorted(os.listdir(tmp_path / "out")) == [
-        ".train.tfrecord.recordkit-set", "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
+        ".train-N-of-N.tfrecord.recordkit-set", "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"]
     assert sum(rk.count_records(p) for p in rk.list_files(str(tmp_path / "out" / "*.tfrecord"))) == 1000
 
 
@@ -45,7 +45,7 @@ def test_writing_one_shard_by_name_keeps_its_siblings(tmp_path: Path) -> None:
 def test_ofrecord_parts_with_fewer_parts_replace_the_old_folder(tmp_path: Path) -> None:
     rk.write_ofrecords(tmp_path / "ds", rows(1000), num_parts=4)
     rk.write_ofrecords(tmp_path / "ds", rows(1000), num_parts=2)
-    assert sorted(os.listdir(tmp_path / "ds")) == [".part.recordkit-set", "part-00000", "part-00001"]
+    assert sorted(os.listdir(tmp_path / "ds")) == [".part-N.recordkit-set", "part-00000", "part-00001"]
     assert sum(1 for _ in rk.Dataset(tmp_path / "ds")) == 1000
 
 
@@ -59,7 +59,7 @@ def test_convert_with_fewer_shards_replaces_the_old_set(tmp_path: Path) -> None:
     assert sum(rk.count_records(p) for p in rk.list_files(tmp_path / "out")) == 1000
     for parts in (4, 2):
         rk.convert(source, tmp_path / "of", destination_format="ofrecord", shards=parts)
-    assert sorted(os.listdir(tmp_path / "of")) == [".part.recordkit-set", "part-00000", "part-00001"]
+    assert sorted(os.listdir(tmp_path / "of")) == [".part-N.recordkit-set", "part-00000", "part-00001"]
 
 
 @pytest.mark.parametrize("source", ["{d}", "{d}/train-*.tfrecord"])
@@ -90,7 +90,7 @@ def test_staged_shards_of_a_killed_conversion_are_removed_by_the_next(tmp_path: 
     (out / f".recordkit-convert-{os.getpid()}-0badc0de-00000").write_bytes(b"a live one's")
     rk.convert(source, out / "t.tfrecord", shards=2)
     assert sorted(p.name for p in out.iterdir()) == [
-        f".recordkit-convert-{os.getpid()}-0badc0de-00000", ".t.tfrecord.recordkit-set",
+        f".recordkit-convert-{os.getpid()}-0badc0de-00000", ".t-N-of-N.tfrecord.recordkit-set",
         "t-00000-of-00002.tfrecord", "t-00001-of-00002.tfrecord"]
 
 
@@ -163,39 +163,26 @@ def test_files_of_a_replaced_set_whose_removal_was_cut_short_are_left_out(tmp_pa
         rk.list_files(f"{tmp_path}/train@3")
 
 
-def test_fsync_flushes_every_file_of_a_set_the_manifest_and_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
+def test_fsync_flushes_every_file_of_a_set_the_manifest_and_the_folder(tmp_path: Path, fsynced: list[str]) -> None:
     rk.write_examples(tmp_path / "t.tfrecord", rows(10), shards=2, fsync=True)
+    synced = [os.path.basename(p) for p in fsynced]
     assert sum(name.startswith(".t-0000") for name in synced) == 2  # each file, under its temporary name
-    assert any(name.startswith(".t.tfrecord.recordkit-set.tmp-") for name in synced)  # the manifest
+    assert any(name.startswith(".t-N-of-N.tfrecord.recordkit-set.tmp-") for name in synced)  # the manifest
     assert synced.count(tmp_path.name) == 2  # the folder, after each rename
-    synced.clear()
+    fsynced.clear()
     rk.write_examples(tmp_path / "t.tfrecord", rows(10), shards=2)
-    assert synced == []
+    assert fsynced == []
 
 
-def test_convert_fsync_flushes_shards_manifest_and_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_convert_fsync_flushes_shards_manifest_and_folder(tmp_path: Path, fsynced: list[str]) -> None:
     source = tmp_path / "in.tfrecord"
     rk.write_examples(source, rows(10))
-    synced: list[str] = []
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
     rk.convert(source, tmp_path / "out" / "t.tfrecord", shards=2, fsync=True)
+    synced = [os.path.basename(p) for p in fsynced]
     assert sum(".recordkit-convert-" in name for name in synced) == 2  # each staged shard
-    assert any(name.startswith(".t.tfrecord.recordkit-set.tmp-") for name in synced)
+    assert any(name.startswith(".t-N-of-N.tfrecord.recordkit-set.tmp-") for name in synced)
     assert synced[-1] == "out"  # the folder, after the renames
-    synced.clear()
+    fsynced.clear()
     rk.convert(source, tmp_path / "t.parquet", fsync=True)
+    synced = [os.path.basename(p) for p in fsynced]
     assert len(synced) == 2 and synced[0].startswith(".t.parquet.tmp-") and synced[1] == tmp_path.name

@@ -8,8 +8,8 @@ name with no complete set at all.
 
 Renames happen one file at a time, so a writer killed between two of them
 would leave old and new files side by side. The commit therefore writes a
-manifest first (``.<name>.recordkit-set`` beside the files, hidden from
-listings): the new files' names, sizes and fingerprints (CRC-32 of their first
+manifest first (``.train-N-of-N.tfrecord.recordkit-set`` or
+``.part-N.recordkit-set`` beside the files, hidden from listings): the new files' names, sizes and fingerprints (CRC-32 of their first
 and last 4 KiB). Readers of a folder, glob or ``name@N`` check every set that
 has one: a file that does not match is an error, never a silent mix, and files
 of the name that the manifest does not list (an older set whose removal was
@@ -62,23 +62,13 @@ def replaced_files(finals: list[str]) -> list[str]:
     other ``part-`` file of the folder. A single plain file replaces nothing
     beyond itself (the rename does that).
     """
-    stale: set[str] = set()
-    keep = {os.path.abspath(p) for p in finals}
-    for final in finals:
-        folder, name = os.path.split(os.path.abspath(final))
-        shard = SHARD_NAME.match(name)
-        if not (shard or ONEFLOW_PART.match(name)) or not os.path.isdir(folder):
-            continue
-        for entry in os.listdir(folder):
-            other = SHARD_NAME.match(entry)
-            same_set = (
-                other is not None and shard is not None
-                and (other["prefix"], other["suffix"]) == (shard["prefix"], shard["suffix"])
-            ) or (shard is None and ONEFLOW_PART.match(entry) is not None)
-            path = os.path.join(folder, entry)
-            if same_set and path not in keep and os.path.isfile(path):
-                stale.add(path)
-    return sorted(stale)
+    folder = os.path.dirname(os.path.abspath(finals[0]))
+    key = _set_key(os.path.basename(finals[0]))
+    if key is None or not os.path.isdir(folder):
+        return []
+    keep = {os.path.basename(p) for p in finals}  # a set's files share its folder and name
+    return sorted(os.path.join(folder, entry) for entry in os.listdir(folder)
+                  if entry not in keep and _set_key(entry) == key and os.path.isfile(os.path.join(folder, entry)))
 
 
 def remove_files(paths: list[str]) -> None:
@@ -94,16 +84,25 @@ _MANIFEST_SUFFIX = ".recordkit-set"
 _FINGERPRINT_BYTES = 4096
 
 
-def _set_key(name: str) -> str | None:
-    """The name a shard or part file's set is known by: ``train.tfrecord``, ``part``."""
+SetKey = tuple[str, ...]
+
+
+def _set_key(name: str) -> SetKey | None:
+    """The set a shard or part file belongs to: ``(prefix, suffix)`` of a
+    ``prefix-NNNNN-of-NNNNN suffix`` shard, ``("part",)`` of a OneFlow part."""
     shard = SHARD_NAME.match(name)
     if shard:
-        return shard["prefix"] + shard["suffix"]
-    return "part" if ONEFLOW_PART.match(name) else None
+        return shard["prefix"], shard["suffix"]
+    return ("part",) if ONEFLOW_PART.match(name) else None
 
 
-def _manifest_path(folder: str, key: str) -> str:
-    return os.path.join(folder, f".{key}{_MANIFEST_SUFFIX}")
+def _set_name(key: SetKey) -> str:
+    """``train-N-of-N.tfrecord``, ``part-N``: how messages and the manifest's file name show a set."""
+    return f"{key[0]}-N-of-N{key[1]}" if len(key) == 2 else "part-N"
+
+
+def _manifest_path(folder: str, key: SetKey) -> str:
+    return os.path.join(folder, f".{_set_name(key)}{_MANIFEST_SUFFIX}")
 
 
 def _fingerprint(path: str) -> dict[str, int]:
@@ -129,7 +128,7 @@ def write_manifest(finals: list[str], files: list[str], *, fsync: bool = False) 
     path = _manifest_path(folder, key)
     temp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
     with open(temp, "w", encoding="utf-8") as f:
-        json.dump({"recordkit_set": 1, "files": entries}, f)
+        json.dump({"recordkit_set": 1, "set": list(key), "files": entries}, f)
         if fsync:
             f.flush()
             os.fsync(f.fileno())
@@ -139,7 +138,7 @@ def write_manifest(finals: list[str], files: list[str], *, fsync: bool = False) 
 def checked_listing(files: list[str], where: str) -> list[str]:
     """``files`` (local paths, as a listing found them) checked against the manifests
     of their sets: a mismatch raises, files of a replaced set are left out."""
-    manifests: dict[tuple[str, str], dict[str, dict[str, int]] | None] = {}
+    manifests: dict[tuple[str, SetKey], dict[str, dict[str, int]] | None] = {}
     kept = []
     for path in files:
         folder, name = os.path.split(path)
@@ -148,7 +147,7 @@ def checked_listing(files: list[str], where: str) -> list[str]:
             kept.append(path)
             continue
         if (folder, key) not in manifests:
-            manifests[folder, key] = _read_manifest(_manifest_path(folder or ".", key))
+            manifests[folder, key] = _read_manifest(_manifest_path(folder or ".", key), key)
         listed = manifests[folder, key]
         if listed is None:
             kept.append(path)
@@ -156,7 +155,7 @@ def checked_listing(files: list[str], where: str) -> list[str]:
             if _fingerprint(path) != listed[name]:
                 raise ValueError(
                     f"{where}: {path} is not the file its set's manifest ({_manifest_path(folder or '.', key)}) "
-                    f"lists: a write of the set {key!r} did not finish, leaving old and new files side by side. "
+                    f"lists: a write of the set {_set_name(key)} did not finish, leaving old and new files side by side. "
                     "Write the set again (or, if a file was replaced by hand, remove the manifest)"
                 )
             kept.append(path)
@@ -164,7 +163,9 @@ def checked_listing(files: list[str], where: str) -> list[str]:
     return kept
 
 
-def _read_manifest(path: str) -> dict[str, dict[str, int]] | None:
+def _read_manifest(path: str, key: SetKey) -> dict[str, dict[str, int]] | None:
+    """The files a set's manifest lists; None without one, or when it belongs to
+    another set whose shown name is the same (prefixes and suffixes can hold anything)."""
     try:
         with open(path, encoding="utf-8") as f:
             content = json.load(f)
@@ -175,4 +176,4 @@ def _read_manifest(path: str) -> dict[str, dict[str, int]] | None:
     files = content.get("files") if isinstance(content, dict) else None
     if not isinstance(files, dict):
         raise ValueError(f"{path}: not a shard-set manifest; remove it to read the files as they are")
-    return files
+    return files if content.get("set") == list(key) else None

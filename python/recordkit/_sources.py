@@ -16,7 +16,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, IO[bytes]]
 
 __all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "display_name", "require",
-           "remove_dead_writers_files", "fsync_path"]
+           "remove_files_of_dead_processes", "fsync_path"]
 
 
 def _is_file_object(obj: Any) -> bool:
@@ -84,9 +84,6 @@ def _temp_suffix() -> str:
     return f".tmp-{os.getpid()}-{os.urandom(4).hex()}"
 
 
-_TEMP_NAME = re.compile(r"^\.(?P<base>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}$")
-
-
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -97,16 +94,16 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def remove_dead_writers_files(directory: str, base: str) -> None:
-    """Removes the temporary files that writers of ``base`` left in ``directory``
-    when they were killed (``.base.tmp-<pid>-<random>`` whose process is gone)."""
+def remove_files_of_dead_processes(directory: str, name: re.Pattern[str]) -> None:
+    """Removes the files in ``directory`` whose whole name ``name`` matches and whose
+    ``pid`` group names a process that is gone: what killed writers left behind."""
     try:
         entries = os.listdir(directory)
     except OSError:
         return
     for entry in entries:
-        match = _TEMP_NAME.match(entry)
-        if match and match["base"] == base and int(match["pid"]) != os.getpid() and not _pid_alive(int(match["pid"])):
+        match = name.match(entry)
+        if match and int(match["pid"]) != os.getpid() and not _pid_alive(int(match["pid"])):
             try:
                 os.unlink(os.path.join(directory, entry))
             except OSError:
@@ -152,7 +149,7 @@ class AtomicTarget:
         if scheme is None:
             directory, base = os.path.split(os.path.abspath(path))
             os.makedirs(directory, exist_ok=True)  # every writer creates a missing parent folder
-            remove_dead_writers_files(directory, base)
+            remove_files_of_dead_processes(directory, re.compile(rf"^\.{re.escape(base)}\.tmp-(?P<pid>\d+)-[0-9a-f]{{8}}$"))
             self._final = path
             self._temp = os.path.join(directory, f".{base}{suffix}")
             self.handle = self._temp

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import AtomicTarget, PathLike, _pid_alive, fsync_path, require
+from recordkit._sources import AtomicTarget, PathLike, fsync_path, remove_files_of_dead_processes, require
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
 from recordkit.columnar import Column, _normalize, _write, example_column_batches, narrow_to_float32, ColumnValueError
 from recordkit.dataset import list_files, record_format
@@ -570,17 +570,6 @@ class _Sink:
 _STAGED = re.compile(r"^\.recordkit-convert-(?P<pid>\d+)-[0-9a-f]{8}-\d{5}$")
 
 
-def _remove_dead_conversions(folder: str) -> None:
-    """Removes the staged shards that conversions killed mid-way left in ``folder``."""
-    for entry in os.listdir(folder):
-        match = _STAGED.match(entry)
-        if match and int(match["pid"]) != os.getpid() and not _pid_alive(int(match["pid"])):
-            try:
-                os.unlink(os.path.join(folder, entry))
-            except OSError:
-                pass  # removed by another conversion meanwhile
-
-
 class _RecordSink(_Sink):
     """TFRecord file(s), or a OneFlow ``part-NNNNN`` folder, sharded by count or size.
 
@@ -595,7 +584,7 @@ class _RecordSink(_Sink):
         self.schema = "oneflow" if fmt == "ofrecord" else "tensorflow"
         self.folder = destination if fmt == "ofrecord" else os.path.dirname(os.path.abspath(destination))
         os.makedirs(self.folder, exist_ok=True)
-        _remove_dead_conversions(self.folder)
+        remove_files_of_dead_processes(self.folder, _STAGED)  # what killed conversions left
         self.token = f"{os.getpid()}-{os.urandom(4).hex()}"
         self.warned: set[str] = set()  # float64 columns already warned about
         self.staged: list[str] = []

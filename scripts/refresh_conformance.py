@@ -1,7 +1,8 @@
 """Refresh the repository's copy of the conformance corpus from ``../shared/conformance``.
 
-The tests read only ``tests/data/conformance``; this script is how that copy follows
-the corpus TensorFlow wrote. Run it from anywhere: ``python tests/data/refresh_conformance.py``.
+The tests read only ``tests/data/conformance``; this script, a maintainer's tool kept
+outside the tests, is how that copy follows the corpus TensorFlow wrote. Run it from
+anywhere: ``python scripts/refresh_conformance.py``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import shutil
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE.parent.parent.parent / "shared" / "conformance"
-TARGET = HERE / "conformance"
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = REPO.parent / "shared" / "conformance"
+TARGET = REPO / "tests" / "data" / "conformance"
 
 
 def main() -> int:
