@@ -255,7 +255,9 @@ impl PyRecordScanner {
     /// Continues from the frame at stream offset `offset`, the file's record
     /// number `record_index` (forward only).
     fn seek(&self, py: Python<'_>, offset: u64, record_index: u64) -> PyResult<()> {
-        Ok(lock_shared(py, &self.state).scanner()?.seek(offset, record_index)?)
+        Ok(lock_shared(py, &self.state)
+            .scanner()?
+            .seek(offset, record_index)?)
     }
 
     /// Counts the remaining records, skipping payloads.
