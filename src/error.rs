@@ -19,6 +19,8 @@ pub enum DamageKind {
     TruncatedStream,
     /// A compressed stream cannot be decoded, or has data after its end.
     CorruptStream,
+    /// A mapped file lost bytes (another process truncated it) while read.
+    TruncatedWhileReading,
 }
 
 impl DamageKind {
@@ -32,6 +34,7 @@ impl DamageKind {
             DamageKind::InvalidLength => "invalid_length",
             DamageKind::TruncatedStream => "truncated_stream",
             DamageKind::CorruptStream => "corrupt_stream",
+            DamageKind::TruncatedWhileReading => "truncated_while_reading",
         }
     }
 }
@@ -76,6 +79,8 @@ pub enum Error {
     Closed(String),
     /// Records do not fit what was asked of them.
     Parse(crate::columns::ParseFailure),
+    /// Memory for data the input really holds could not be had.
+    ResourceExhausted(String),
 }
 
 impl fmt::Display for Error {
@@ -83,7 +88,9 @@ impl fmt::Display for Error {
         match self {
             Error::Io { path, source } => write!(f, "{path}: {source}"),
             Error::DataLoss(d) => d.fmt(f),
-            Error::InvalidArgument(m) | Error::Closed(m) => f.write_str(m),
+            Error::InvalidArgument(m) | Error::Closed(m) | Error::ResourceExhausted(m) => {
+                f.write_str(m)
+            }
             Error::Parse(p) => p.fmt(f),
         }
     }

@@ -46,6 +46,16 @@ impl Format {
 
 const TF_HEADER: usize = 12;
 
+/// Records claiming more than this (and more than the stream has given so
+/// far) are read ahead before a stream window holds them: see `frame_at`.
+const READ_AHEAD_FROM: u64 = 64 << 20;
+
+/// While searching past damage in a stream (not a mapped file), a candidate
+/// record claiming more than this is not taken for a record: checking it
+/// would mean holding all of its claimed bytes, and a hostile stream can put
+/// such a claim every few bytes. Mapped files have no such limit.
+pub const STREAM_RESYNC_MAX_RECORD: u64 = 64 << 20;
+
 /// Whether `bytes` starts with a TFRecord header whose length CRC checks.
 pub fn is_tfrecord_header(bytes: &[u8]) -> bool {
     bytes.len() >= TF_HEADER && header_crc_ok(&bytes[..TF_HEADER])
@@ -237,6 +247,34 @@ impl Scanner {
         max_bytes: usize,
         out: &mut Vec<Span>,
     ) -> Result<()> {
+        let result = self.next_batch_unchecked(max_records, max_bytes, out);
+        // Damage found in zeros that replaced a truncated file's pages is the
+        // truncation, not the damage.
+        self.check_source().inspect_err(|_| out.clear())?;
+        result
+    }
+
+    /// Fails, for good, when the source lost bytes while it was read (a
+    /// mapped file truncated by another process): nothing read since can be
+    /// trusted. Callers check again after copying a batch out of the window.
+    pub fn check_source(&mut self) -> Result<()> {
+        let Some(at) = self.win.shrunk() else {
+            return Ok(());
+        };
+        self.state = State::Done;
+        let detail = format!(
+            "the file shrank while it was read: its bytes from offset {at} on are gone \
+             (another process truncated or rewrote it)"
+        );
+        Err(self.data_loss(DamageKind::TruncatedWhileReading, at, detail).into())
+    }
+
+    fn next_batch_unchecked(
+        &mut self,
+        max_records: usize,
+        max_bytes: usize,
+        out: &mut Vec<Span>,
+    ) -> Result<()> {
         out.clear();
         match std::mem::replace(&mut self.state, State::Active) {
             State::Active => {}
@@ -345,6 +383,12 @@ impl Scanner {
     }
 
     fn io_error(&self, e: io::Error) -> Error {
+        if e.kind() == io::ErrorKind::OutOfMemory {
+            return Error::ResourceExhausted(format!(
+                "{}: {e} at offset {}; a record this large needs more memory than this process may use",
+                self.path, self.pos
+            ));
+        }
         Error::Io {
             path: self.path.clone(),
             source: e,
@@ -469,41 +513,71 @@ impl Scanner {
                 length as u64
             }
         };
-        let total = length.checked_add(header_len + self.format.footer_len());
+        let footer_len = self.format.footer_len();
+        let total = length.checked_add(header_len + footer_len);
+        let data_at = start + header_len;
+        let truncated = |got: u64, fault: Option<String>| {
+            let why = fault.unwrap_or_else(|| {
+                format!(
+                    "the header claims {length} bytes of data but only {} bytes remain",
+                    got.saturating_sub(header_len)
+                )
+            });
+            Frame::Damage {
+                kind: DamageKind::TruncatedRecord,
+                start,
+                offset: start,
+                detail: format!("truncated record at {start}: {why}"),
+            }
+        };
+        let corrupt = Frame::Damage {
+            kind: DamageKind::CorruptData,
+            start,
+            offset: data_at,
+            detail: format!("corrupted record at {data_at}: the data fails its CRC"),
+        };
+        let check_crc = verify && self.format == Format::TfRecord;
+        // A stream's bytes are held until a record is whole. A claim beyond
+        // both READ_AHEAD_FROM and all the stream has given so far is checked
+        // first by reading ahead without holding (where the source can be read
+        // again), so a lying length or a record failing its CRC costs no
+        // memory: a 4 MB GZIP bomb claiming 4 GB is refused in constant space.
+        // Requiring the claim to exceed the offset keeps the re-read from the
+        // start of the stream cheaper than the record itself.
+        if total.is_some() && self.win.whole().is_none() && length > READ_AHEAD_FROM.max(start) {
+            if let Some(ahead) = self
+                .win
+                .read_ahead(data_at, length)
+                .map_err(|e| self.io_error(e))?
+            {
+                if ahead.available < length + footer_len {
+                    let fault = ahead.fault.map(|f| match f {
+                        StreamFault::Truncated(m) | StreamFault::Corrupt(m) => m,
+                    });
+                    return Ok(truncated(header_len + ahead.available, fault));
+                }
+                if check_crc && unmask(u32::from_le_bytes(ahead.tail)) != ahead.crc {
+                    return Ok(corrupt);
+                }
+            }
+        }
         let got = match total {
             Some(total) => self.win.fill(start, total).map_err(|e| self.io_error(e))?,
             None => 0,
         };
         if total != Some(got) {
-            let why = match self.stream_fault() {
-                Some((_, why)) => why,
-                None => format!(
-                    "the header claims {length} bytes of data but only {} bytes remain",
-                    got.saturating_sub(header_len)
-                ),
-            };
-            return Ok(Frame::Damage {
-                kind: DamageKind::TruncatedRecord,
-                start,
-                offset: start,
-                detail: format!("truncated record at {start}: {why}"),
-            });
+            return Ok(truncated(got, self.stream_fault().map(|f| f.1)));
         }
         let span = Span {
-            pos: start + header_len,
+            pos: data_at,
             len: length as usize,
         };
-        if verify && self.format == Format::TfRecord {
+        if check_crc {
             let data = self.win.bytes(span.pos, span.len);
             let footer = self.win.bytes(span.pos + length, 4);
             let stored = u32::from_le_bytes(footer.try_into().unwrap());
             if unmask(stored) != crate::crc::crc32c(data) {
-                return Ok(Frame::Damage {
-                    kind: DamageKind::CorruptData,
-                    start,
-                    offset: span.pos,
-                    detail: format!("corrupted record at {}: the data fails its CRC", span.pos),
-                });
+                return Ok(corrupt);
             }
         }
         Ok(Frame::Record(span))
@@ -581,6 +655,9 @@ impl Scanner {
         let Some(total) = length.checked_add(TF_HEADER as u64 + 4) else {
             return Ok(false);
         };
+        if self.win.whole().is_none() && length > STREAM_RESYNC_MAX_RECORD {
+            return Ok(false);
+        }
         if self.win.fill(at, total).map_err(|e| self.io_error(e))? < total {
             return Ok(false); // runs past the end: not a whole record
         }

@@ -8,6 +8,7 @@ pub mod crc;
 pub mod error;
 pub mod example;
 pub mod framing;
+pub mod map_guard;
 mod py;
 pub mod shuffle;
 pub mod window;
@@ -18,6 +19,9 @@ use pyo3::prelude::*;
 /// The compiled half of recordkit. Private: use the `recordkit` package.
 #[pymodule(gil_used = false)]
 mod _native {
+    #[pymodule_export]
+    use crate::py::errors::_panic_for_tests;
+
     #[pymodule_export]
     use crate::py::random_access::PyFrameReader;
 

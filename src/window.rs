@@ -10,6 +10,7 @@ use std::io::{self, Read};
 use memmap2::Mmap;
 
 use crate::compression::{Inflater, StreamFault};
+use crate::map_guard::Guarded;
 
 /// A source of bytes addressed by absolute offset.
 pub trait Window: Send + Sync {
@@ -26,11 +27,39 @@ pub trait Window: Send + Sync {
     fn whole(&self) -> Option<&[u8]> {
         None
     }
+    /// Where bytes went missing from under a mapping because its file was
+    /// truncated while read: what was read since cannot be trusted.
+    fn shrunk(&self) -> Option<u64> {
+        None
+    }
+    /// Reads `[pos, pos + len + 4)` without keeping it, for a source that can
+    /// be read again from its start; None where it cannot (the caller then
+    /// fills as usual). Bytes already held stay held, and the next `fill`
+    /// goes on as if nothing had been read.
+    fn read_ahead(&mut self, _pos: u64, _len: u64) -> io::Result<Option<Ahead>> {
+        Ok(None)
+    }
 }
 
-/// A whole file, memory-mapped.
+/// What [`Window::read_ahead`] found, without keeping it.
+pub struct Ahead {
+    /// How many of the `len + 4` bytes exist.
+    pub available: u64,
+    /// CRC-32C of the first `len` bytes (of those available).
+    pub crc: u32,
+    /// The 4 bytes after them: a TFRecord's data CRC.
+    pub tail: [u8; 4],
+    /// Why the stream ended early, if it did.
+    pub fault: Option<StreamFault>,
+}
+
+/// A whole file, memory-mapped, and guarded against truncation.
 pub struct MappedWindow {
+    /// Declared before `map`: fields drop in order, and the guard must be
+    /// gone before the mapping is.
+    guard: Option<Guarded>,
     map: Option<Mmap>,
+    file: std::fs::File,
     len: u64,
     released_pages: u64,
 }
@@ -41,27 +70,35 @@ const RELEASE_STEP: u64 = 64 << 20;
 
 impl MappedWindow {
     /// Maps `file`. Zero-length files are not mapped (mmap refuses them).
-    pub fn new(file: &std::fs::File) -> io::Result<Self> {
+    /// Fails where the mapping cannot be guarded against truncation (see
+    /// [`crate::map_guard`]): the caller then reads the file as a stream.
+    pub fn new(file: std::fs::File) -> io::Result<Self> {
         let len = file.metadata()?.len();
         if len == 0 {
             return Ok(MappedWindow {
+                guard: None,
                 map: None,
+                file,
                 len: 0,
                 released_pages: 0,
             });
         }
         // SAFETY: the mapping is read-only and private, and no Rust reference
-        // into it outlives this window. What cannot be proved from here is that
-        // no other process truncates or rewrites the file while it is mapped
-        // (reads past a truncation raise SIGBUS): the same contract every
-        // mmap-based reader (ripgrep, numpy.memmap, LMDB) makes. Record files
-        // are written under a temporary name and renamed when complete, so a
-        // file being read is not being written.
-        let map = unsafe { Mmap::map(file)? };
+        // into it outlives this window. Another process may still rewrite the
+        // file in place while it is mapped, changing bytes under a `&[u8]`:
+        // the contract every mmap-based reader (ripgrep, numpy.memmap, LMDB)
+        // makes, and record files are written under a temporary name and
+        // renamed when complete. Truncation is handled: `map_guard` turns the
+        // SIGBUS into zeros plus a flag, and `shrunk` reports it.
+        let map = unsafe { Mmap::map(&file)? };
+        let guard = Guarded::register(map.as_ptr(), map.len())
+            .ok_or_else(|| io::Error::other("the mapping cannot be guarded"))?;
         // Advice is a hint; a kernel that ignores it changes nothing.
         let _ = map.advise(memmap2::Advice::Sequential);
         Ok(MappedWindow {
+            guard: Some(guard),
             map: Some(map),
+            file,
             len,
             released_pages: 0,
         })
@@ -108,6 +145,18 @@ impl Window for MappedWindow {
     fn whole(&self) -> Option<&[u8]> {
         self.map.as_deref()
     }
+
+    fn shrunk(&self) -> Option<u64> {
+        let guard = self.guard.as_ref()?;
+        if let Some(at) = guard.lost_at() {
+            return Some(at);
+        }
+        // A truncation inside the last page reads as zeros, with no signal.
+        match self.file.metadata() {
+            Ok(meta) if meta.len() < self.len => Some(meta.len()),
+            _ => None,
+        }
+    }
 }
 
 /// Anything readable as a stream, with an optional decompressor in front.
@@ -134,6 +183,9 @@ impl<R: Read + Send + Sync> Stream<R> {
     }
 }
 
+/// Opens a stream again at its start.
+pub type Reopen<R> = Box<dyn Fn() -> io::Result<Stream<R>> + Send + Sync>;
+
 /// A buffered window over a stream.
 pub struct StreamWindow<R: Read + Send + Sync> {
     src: Stream<R>,
@@ -142,6 +194,7 @@ pub struct StreamWindow<R: Read + Send + Sync> {
     base: u64,
     released: u64,
     eof: bool,
+    reopen: Option<Reopen<R>>,
 }
 
 const READ_CHUNK: usize = 1 << 20;
@@ -154,11 +207,29 @@ impl<R: Read + Send + Sync> StreamWindow<R> {
             base: 0,
             released: 0,
             eof: false,
+            reopen: None,
         }
+    }
+
+    /// A window that can read ahead without keeping what it read, by opening
+    /// the stream again (a file by its path).
+    pub fn rereadable(reopen: Reopen<R>) -> io::Result<Self> {
+        let mut window = StreamWindow::new(reopen()?);
+        window.reopen = Some(reopen);
+        Ok(window)
     }
 
     fn end(&self) -> u64 {
         self.base + self.buf.len() as u64
+    }
+
+    fn read_some(&mut self, into: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.src.read(into) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => return other,
+            }
+        }
     }
 }
 
@@ -172,13 +243,19 @@ impl<R: Read + Send + Sync> Window for StreamWindow<R> {
                 self.base += dead as u64;
             }
             let old = self.buf.len();
+            // A record's bytes really arrived (the length field never sizes
+            // this buffer), but there may be more of them than memory: fail
+            // with an error rather than abort the process.
+            self.buf.try_reserve(READ_CHUNK).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    format!("no memory to hold {} more bytes of a record", old + READ_CHUNK),
+                )
+            })?;
             self.buf.resize(old + READ_CHUNK, 0);
-            let n = loop {
-                match self.src.read(&mut self.buf[old..]) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    other => break other,
-                }
-            };
+            let mut buf = std::mem::take(&mut self.buf);
+            let n = self.read_some(&mut buf[old..]);
+            self.buf = buf;
             match n {
                 Ok(n) => {
                     self.buf.truncate(old + n);
@@ -205,6 +282,66 @@ impl<R: Read + Send + Sync> Window for StreamWindow<R> {
     fn fault(&self) -> Option<StreamFault> {
         self.src.fault()
     }
+
+    fn read_ahead(&mut self, pos: u64, len: u64) -> io::Result<Option<Ahead>> {
+        if self.reopen.is_none() {
+            return Ok(None);
+        }
+        let want = len.saturating_add(4);
+        let mut crc = 0u32;
+        let mut tail = [0u8; 4];
+        let mut have = 0u64;
+        // Takes the next bytes of `[pos, pos + want)`: the CRC of the data
+        // part, and the tail's bytes.
+        let mut take = |bytes: &[u8], have: &mut u64| {
+            let data = len.saturating_sub(*have).min(bytes.len() as u64) as usize;
+            crc = crc32c::crc32c_append(crc, &bytes[..data]);
+            for (i, &b) in bytes[data..].iter().enumerate() {
+                let at = (*have + (data + i) as u64 - len) as usize;
+                if at < 4 {
+                    tail[at] = b;
+                }
+            }
+            *have += bytes.len() as u64;
+        };
+        let held = self.end().saturating_sub(pos).min(want);
+        if held > 0 {
+            take(self.bytes(pos, held as usize), &mut have);
+        }
+        let mut scratch = vec![0u8; READ_CHUNK];
+        let mut consumed = 0u64;
+        while have < want && !self.eof {
+            let n = self.read_some(&mut scratch)?;
+            if n == 0 {
+                break;
+            }
+            consumed += n as u64;
+            let n = (n as u64).min(want - have) as usize;
+            take(&scratch[..n], &mut have);
+        }
+        let fault = self.src.fault();
+        if consumed > 0 {
+            // Back to where the buffer ends, from the start of the stream.
+            self.src = (self.reopen.as_ref().expect("checked above"))()?;
+            let mut skip = self.end();
+            while skip > 0 {
+                let n = (skip as usize).min(READ_CHUNK);
+                let got = self.read_some(&mut scratch[..n])?;
+                if got == 0 {
+                    return Err(io::Error::other(
+                        "the file changed while it was read: it no longer holds the bytes read before",
+                    ));
+                }
+                skip -= got as u64;
+            }
+        }
+        Ok(Some(Ahead {
+            available: have,
+            crc,
+            tail,
+            fault,
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -222,5 +359,27 @@ mod tests {
         assert_eq!(w.bytes(4_000_000, 1), &[(4_000_000u32 as u8)]);
         assert!(w.buf.len() < 3 * READ_CHUNK, "released bytes were kept");
         assert_eq!(w.fill(4_999_990, 100).unwrap(), 10);
+    }
+
+    #[test]
+    fn read_ahead_keeps_nothing_and_changes_nothing() {
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7) as u8).collect();
+        let source = data.clone();
+        let mut w = StreamWindow::rereadable(Box::new(move || {
+            Ok(Stream::Raw(std::io::Cursor::new(source.clone())))
+        }))
+        .unwrap();
+        assert_eq!(w.fill(0, 100).unwrap(), 100);
+        let ahead = w.read_ahead(50, 2_500_000).unwrap().unwrap();
+        assert_eq!(ahead.available, 2_500_004);
+        assert_eq!(ahead.crc, crc32c::crc32c(&data[50..2_500_050]));
+        assert_eq!(ahead.tail, data[2_500_050..2_500_054]);
+        assert!(w.buf.len() <= READ_CHUNK, "read-ahead bytes were kept");
+        // Past the end: what exists is counted.
+        let ahead = w.read_ahead(10, 5_000_000).unwrap().unwrap();
+        assert_eq!(ahead.available, 3_000_000 - 10);
+        // Reading goes on as if nothing had happened.
+        assert_eq!(w.fill(0, 3_000_000).unwrap(), 3_000_000);
+        assert_eq!(w.bytes(0, 3_000_000), &data[..]);
     }
 }

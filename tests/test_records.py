@@ -749,3 +749,139 @@ def test_one_native_scanner_shared_by_threads_takes_turns(tmp_path: Path) -> Non
     scanner = _native.RecordScanner(str(tmp_path / "a.tfrecord.gz"), name="a")
     got = _take_in_threads(lambda: scanner.next_batch(7, 1 << 20))  # "Already borrowed" before the fix
     assert sorted(got) == sorted(records)
+
+
+# Issue 12, item 7: a file truncated by another process while it is read by
+# path (mapped) must give a DataLossError, not SIGBUS. Run in a child so a
+# signal shows as a return code instead of killing the test run.
+_TRUNCATE_WHILE_READING = r"""
+import os, sys
+import recordkit as rk
+path, cut, verify = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+reader = rk.TFRecordReader(path, verify=verify)
+it = iter(reader)
+first = next(it)
+os.truncate(path, cut)
+n = 1
+try:
+    for record in it:
+        assert record == first, "a record changed: zeros were delivered"
+        n += 1
+except rk.DataLossError as e:
+    print("DataLossError", e.kind, e.offset, n)
+else:
+    print("no error", n)
+"""
+
+
+@pytest.mark.parametrize("cut", [1 << 20, (1 << 20) + 1000])
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_file_truncated_while_mapped_gives_data_loss_not_a_signal(
+    tmp_path: Path, cut: int, verify: bool
+) -> None:
+    path = tmp_path / "big.tfrecord"
+    payload = bytes(range(256)) * 400  # ~100 KB: batches leave most of the file unread
+    write(path, [payload] * 200)
+    out = subprocess.run(
+        [sys.executable, "-c", _TRUNCATE_WHILE_READING, str(path), str(cut), "1" if verify else "0"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    kind, offset, read = out.stdout.split()[1:]
+    assert out.stdout.startswith("DataLossError"), out.stdout
+    assert kind == "truncated_while_reading"
+    assert int(offset) <= cut
+    assert int(read) < 200
+
+
+_GZIP_BOMB = r"""
+import resource, sys
+import recordkit as rk
+path, source = sys.argv[1], sys.argv[2]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    if source == "path":
+        list(rk.TFRecordReader(path))
+    else:
+        with open(path, "rb") as f:
+            list(rk.TFRecordReader(f))
+except rk.RecordkitError as e:
+    outcome = type(e).__name__ + ":" + str(getattr(e, "kind", ""))
+else:
+    outcome = "read"
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(outcome, (after - before) // 1024)
+"""
+
+
+def _gzip_bomb(path: Path, claim: int, zeros: int, data_crc: bytes = b"\0\0\0\0") -> None:
+    """A GZIP file: one small record, then a header claiming `claim` bytes
+    followed by `zeros` zero bytes (then `data_crc` when they are all there)."""
+    header = struct.pack("<Q", claim)
+    z = zlib.compressobj(1, zlib.DEFLATED, 31)
+    parts = [z.compress(frame_tfrecord([b"first"]) + header + struct.pack("<I", masked_crc32c(header)))]
+    chunk = bytes(1 << 20)
+    for _ in range(zeros >> 20):
+        parts.append(z.compress(chunk))
+    if zeros >= claim:
+        parts.append(z.compress(data_crc))
+    parts.append(z.flush())
+    path.write_bytes(b"".join(parts))
+
+
+@pytest.mark.parametrize(
+    ("claim", "zeros", "expected"),
+    [
+        (1 << 30, 384 << 20, "DataLossError:truncated_record"),  # the claim is a lie
+        (384 << 20, 384 << 20, "DataLossError:corrupt_data"),  # all there, CRC wrong
+    ],
+)
+def test_a_gzip_bomb_costs_no_memory(tmp_path: Path, claim: int, zeros: int, expected: str) -> None:
+    path = tmp_path / "bomb.tfrecord.gz"
+    _gzip_bomb(path, claim, zeros)
+    assert path.stat().st_size < 2 << 20
+    out = subprocess.run([sys.executable, "-c", _GZIP_BOMB, str(path), "path"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    outcome, grown_mb = out.stdout.split()
+    assert outcome == expected
+    # Without reading ahead the reader held all 384 MB it decompressed.
+    assert int(grown_mb) < 100, f"peak memory grew {grown_mb} MB"
+
+
+def test_a_large_gzip_record_is_read_back_after_reading_ahead(tmp_path: Path) -> None:
+    big = os.urandom(1 << 16) * 1100  # 70 MB: beyond the read-ahead threshold
+    records = [b"a", b"b" * 1000, big, b"c"]
+    path = tmp_path / "large.tfrecord.gz"
+    write(path, records, "gzip")
+    assert list(rk.TFRecordReader(path)) == records
+    # The same record with its CRC broken is caught by the read-ahead.
+    raw = bytearray(gzip.decompress(path.read_bytes()))
+    raw[12 + 1 + 4 + 12 + 1000 + 4 + 12 + 5] ^= 1
+    path.write_bytes(gzip.compress(bytes(raw), 1))
+    with pytest.raises(rk.DataLossError) as caught:
+        list(rk.TFRecordReader(path))
+    assert caught.value.kind == "corrupt_data" and caught.value.record_index == 2
+
+
+def test_a_gzip_bomb_read_through_a_file_object_raises_under_a_memory_limit(tmp_path: Path) -> None:
+    """A file object cannot be read twice, so its record is held as it arrives;
+    past the memory limit that is an error, not an abort."""
+    path = tmp_path / "bomb.tfrecord.gz"
+    _gzip_bomb(path, 1 << 40, 1 << 30)
+    script = (
+        "import resource, sys\n"
+        "import recordkit as rk\n"
+        "usage = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (usage + (512 << 20),) * 2)\n"
+        "try:\n"
+        "    list(rk.TFRecordReader(open(sys.argv[1], 'rb')))\n"
+        "except rk.ResourceExhaustedError as e:\n"
+        "    print('ResourceExhaustedError', isinstance(e, MemoryError))\n"
+    )
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("needs /proc")
+    out = subprocess.run([sys.executable, "-c", script, str(path)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ResourceExhaustedError", "True"]

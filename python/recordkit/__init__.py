@@ -27,7 +27,14 @@ from recordkit.codec import (
     int64_feature,
 )
 from recordkit.columnar import read_examples, shard_names, write_examples, write_ofrecords
-from recordkit.errors import DataLossError, DataLossWarning, ParseError, RecordkitError
+from recordkit.errors import (
+    DataLossError,
+    DataLossWarning,
+    InternalError,
+    ParseError,
+    RecordkitError,
+    ResourceExhaustedError,
+)
 from recordkit.features import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -78,6 +85,8 @@ __all__ = [
     "DataLossError",
     "DataLossWarning",
     "ParseError",
+    "ResourceExhaustedError",
+    "InternalError",
     "FixedLenFeature",
     "VarLenFeature",
     "SparseFeature",

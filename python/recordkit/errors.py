@@ -6,7 +6,14 @@ DataLoader or Ray worker to the main process.
 
 from __future__ import annotations
 
-__all__ = ["RecordkitError", "DataLossError", "DataLossWarning", "ParseError"]
+__all__ = [
+    "RecordkitError",
+    "DataLossError",
+    "DataLossWarning",
+    "ParseError",
+    "ResourceExhaustedError",
+    "InternalError",
+]
 
 
 class RecordkitError(Exception):
@@ -89,3 +96,18 @@ def _rebuild_parse_error(message: str, key: str | None, index: int | None) -> Pa
 
 class DataLossWarning(UserWarning):
     """Damaged data was skipped because the caller asked for ``on_error="skip"``."""
+
+
+class ResourceExhaustedError(RecordkitError, MemoryError):
+    """Memory for data a file really holds could not be had (TensorFlow's name).
+
+    Raised instead of letting the process abort, for example when a compressed
+    stream's record is larger than the memory the process may use.
+    """
+
+
+class InternalError(RecordkitError):
+    """A bug in recordkit: an internal check failed (a Rust panic was caught).
+
+    Never the input's fault; please report it with the input that caused it.
+    """

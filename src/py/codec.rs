@@ -191,13 +191,15 @@ pub fn parse_example_columns(
     records: &Bound<'_, PyAny>,
     requests: Vec<(String, String)>,
 ) -> PyResult<Vec<PyColumn>> {
-    let payloads = payloads(records)?;
-    let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
-    let requests = self::requests(requests)?;
-    let columns = py
-        .detach(|| parse_examples(&slices, &requests))
-        .map_err(Error::from)?;
-    Ok(columns_to_py(py, columns))
+    crate::py::errors::guard(|| {
+        let payloads = payloads(records)?;
+        let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
+        let requests = self::requests(requests)?;
+        let columns = py
+            .detach(|| parse_examples(&slices, &requests))
+            .map_err(Error::from)?;
+        Ok(columns_to_py(py, columns))
+    })
 }
 
 /// Parses serialized SequenceExamples: context columns as `parse_example_columns`,
@@ -210,13 +212,15 @@ pub fn parse_sequence_columns(
     context: Vec<(String, String)>,
     lists: Vec<(String, String)>,
 ) -> PyResult<(Vec<PyColumn>, Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>)> {
-    let payloads = payloads(records)?;
-    let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
-    let (context, lists) = (requests(context)?, requests(lists)?);
-    let (c, l) = py
-        .detach(|| parse_sequence_examples(&slices, &context, &lists))
-        .map_err(Error::from)?;
-    Ok((columns_to_py(py, c), sequence_columns_to_py(py, l)))
+    crate::py::errors::guard(|| {
+        let payloads = payloads(records)?;
+        let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
+        let (context, lists) = (requests(context)?, requests(lists)?);
+        let (c, l) = py
+            .detach(|| parse_sequence_examples(&slices, &context, &lists))
+            .map_err(Error::from)?;
+        Ok((columns_to_py(py, c), sequence_columns_to_py(py, l)))
+    })
 }
 
 /// `(kind name or None, values)` for one Feature: NumPy arrays for numbers, a list of bytes for bytes.
@@ -296,25 +300,27 @@ pub fn decode_features<'py>(
     schema: &str,
     container: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let payload = Payload::serialized(data)?;
-    let schema = self::schema(schema)?;
-    let mut entries = Vec::new();
-    match container {
-        "example" => for_each_example_entry(&payload, &mut |e| entries.push(e)),
-        "map" => for_each_entry(&payload, &mut |e| entries.push(e)),
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "unknown container {container:?}"
-            )))
+    crate::py::errors::guard(|| {
+        let payload = Payload::serialized(data)?;
+        let schema = self::schema(schema)?;
+        let mut entries = Vec::new();
+        match container {
+            "example" => for_each_example_entry(&payload, &mut |e| entries.push(e)),
+            "map" => for_each_entry(&payload, &mut |e| entries.push(e)),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown container {container:?}"
+                )))
+            }
         }
-    }
-    .map_err(malformed)?;
-    let out = PyDict::new(py);
-    for entry in dedup(entries) {
-        let f = entry.feature(schema).map_err(malformed)?;
-        out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
-    }
-    Ok(out)
+        .map_err(malformed)?;
+        let out = PyDict::new(py);
+        for entry in dedup(entries) {
+            let f = entry.feature(schema).map_err(malformed)?;
+            out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
+        }
+        Ok(out)
+    })
 }
 
 /// What schema inference needs of one feature over a batch of records.
@@ -352,96 +358,98 @@ pub fn survey_features(
     Vec<usize>,
     bool,
 )> {
-    let payloads = payloads(records)?;
-    let schema = self::schema(schema)?;
-    let example = match container {
-        "example" => true,
-        "map" => false,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "unknown container {container:?}"
-            )))
-        }
-    };
-    let (facts, undecodable, sequences) = py.detach(|| {
-        let mut facts: Vec<(Vec<u8>, FeatureFacts)> = Vec::new();
-        let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-        let mut undecodable = Vec::new();
-        let mut sequences = false;
-        let mut bytes = Vec::new();
-        for (i, payload) in payloads.iter().enumerate() {
-            if example && !sequences {
-                let mut r = Reader::new(payload);
-                while let Ok(Some((n, _))) = r.field() {
-                    sequences |= n == 2;
-                }
+    crate::py::errors::guard(|| {
+        let payloads = payloads(records)?;
+        let schema = self::schema(schema)?;
+        let example = match container {
+            "example" => true,
+            "map" => false,
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown container {container:?}"
+                )))
             }
-            let mut entries = Vec::new();
-            let walked = if example {
-                for_each_example_entry(payload, &mut |e| entries.push(e))
-            } else {
-                for_each_entry(payload, &mut |e| entries.push(e))
-            };
-            let decoded: Result<Vec<_>, _> = walked.and_then(|()| {
-                dedup(entries)
-                    .into_iter()
-                    .map(|entry| Ok((entry.key, entry.feature(schema)?)))
-                    .collect()
-            });
-            let Ok(features) = decoded.and_then(|features: Vec<(&[u8], Feature<'_>)>| {
-                features
-                    .into_iter()
-                    .map(|(key, f)| Ok((key, f.count()?, f)))
-                    .collect::<Result<Vec<_>, Malformed>>()
-            }) else {
-                undecodable.push(i);
-                continue;
-            };
-            for (key, count, feature) in features {
-                let slot = *index.entry(key.to_vec()).or_insert_with(|| {
-                    facts.push((
-                        key.to_vec(),
-                        FeatureFacts {
-                            text: true,
-                            min_values: u64::MAX,
-                            ..Default::default()
-                        },
-                    ));
-                    facts.len() - 1
-                });
-                let f = &mut facts[slot].1;
-                f.kinds |= feature.kind.map_or(1, |k| 2 << (k as u32));
-                f.present += 1;
-                f.min_values = f.min_values.min(count as u64);
-                f.max_values = f.max_values.max(count as u64);
-                if count > 0 && f.first_with_values.is_none() {
-                    f.first_with_values = Some(i);
+        };
+        let (facts, undecodable, sequences) = py.detach(|| {
+            let mut facts: Vec<(Vec<u8>, FeatureFacts)> = Vec::new();
+            let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+            let mut undecodable = Vec::new();
+            let mut sequences = false;
+            let mut bytes = Vec::new();
+            for (i, payload) in payloads.iter().enumerate() {
+                if example && !sequences {
+                    let mut r = Reader::new(payload);
+                    while let Ok(Some((n, _))) = r.field() {
+                        sequences |= n == 2;
+                    }
                 }
-                if f.text && feature.kind == Some(Kind::Bytes) {
-                    bytes.clear();
-                    if feature.bytes(&mut bytes).is_ok() {
-                        f.text = bytes.iter().all(|b| std::str::from_utf8(b).is_ok());
+                let mut entries = Vec::new();
+                let walked = if example {
+                    for_each_example_entry(payload, &mut |e| entries.push(e))
+                } else {
+                    for_each_entry(payload, &mut |e| entries.push(e))
+                };
+                let decoded: Result<Vec<_>, _> = walked.and_then(|()| {
+                    dedup(entries)
+                        .into_iter()
+                        .map(|entry| Ok((entry.key, entry.feature(schema)?)))
+                        .collect()
+                });
+                let Ok(features) = decoded.and_then(|features: Vec<(&[u8], Feature<'_>)>| {
+                    features
+                        .into_iter()
+                        .map(|(key, f)| Ok((key, f.count()?, f)))
+                        .collect::<Result<Vec<_>, Malformed>>()
+                }) else {
+                    undecodable.push(i);
+                    continue;
+                };
+                for (key, count, feature) in features {
+                    let slot = *index.entry(key.to_vec()).or_insert_with(|| {
+                        facts.push((
+                            key.to_vec(),
+                            FeatureFacts {
+                                text: true,
+                                min_values: u64::MAX,
+                                ..Default::default()
+                            },
+                        ));
+                        facts.len() - 1
+                    });
+                    let f = &mut facts[slot].1;
+                    f.kinds |= feature.kind.map_or(1, |k| 2 << (k as u32));
+                    f.present += 1;
+                    f.min_values = f.min_values.min(count as u64);
+                    f.max_values = f.max_values.max(count as u64);
+                    if count > 0 && f.first_with_values.is_none() {
+                        f.first_with_values = Some(i);
+                    }
+                    if f.text && feature.kind == Some(Kind::Bytes) {
+                        bytes.clear();
+                        if feature.bytes(&mut bytes).is_ok() {
+                            f.text = bytes.iter().all(|b| std::str::from_utf8(b).is_ok());
+                        }
                     }
                 }
             }
-        }
-        (facts, undecodable, sequences)
-    });
-    let facts = facts
-        .into_iter()
-        .map(|(key, f)| {
-            Ok((
-                utf8_key(&key)?.to_owned(),
-                f.kinds,
-                f.present,
-                f.min_values,
-                f.max_values,
-                f.text,
-                f.first_with_values,
-            ))
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok((facts, undecodable, sequences))
+            (facts, undecodable, sequences)
+        });
+        let facts = facts
+            .into_iter()
+            .map(|(key, f)| {
+                Ok((
+                    utf8_key(&key)?.to_owned(),
+                    f.kinds,
+                    f.present,
+                    f.min_values,
+                    f.max_values,
+                    f.text,
+                    f.first_with_values,
+                ))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((facts, undecodable, sequences))
+    })
 }
 
 /// Decodes a SequenceExample: `(context, feature_lists)` where context is as
@@ -451,38 +459,40 @@ pub fn decode_sequence<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
-    let payload = Payload::serialized(data)?;
-    let mut context = Vec::new();
-    let mut lists = Vec::new();
-    for_each_sequence_entry(&payload, &mut |e| context.push(e), &mut |e| lists.push(e))
-        .map_err(malformed)?;
-    let context_out = PyDict::new(py);
-    for entry in dedup(context) {
-        let f = entry.feature(Schema::TensorFlow).map_err(malformed)?;
-        context_out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
-    }
-    let lists_out = PyDict::new(py);
-    for entry in dedup(lists) {
-        let steps = PyList::empty(py);
-        let mut failure = None;
-        entry
-            .for_each_step(&mut |message| {
-                match feature(message, Schema::TensorFlow)
-                    .map_err(malformed)
-                    .and_then(|f| feature_to_py(py, &f))
-                {
-                    Ok(step) => steps.append(step).map_err(|_| Malformed("append failed"))?,
-                    Err(e) => failure = Some(e),
-                }
-                Ok(())
-            })
+    crate::py::errors::guard(|| {
+        let payload = Payload::serialized(data)?;
+        let mut context = Vec::new();
+        let mut lists = Vec::new();
+        for_each_sequence_entry(&payload, &mut |e| context.push(e), &mut |e| lists.push(e))
             .map_err(malformed)?;
-        if let Some(e) = failure {
-            return Err(e);
+        let context_out = PyDict::new(py);
+        for entry in dedup(context) {
+            let f = entry.feature(Schema::TensorFlow).map_err(malformed)?;
+            context_out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
         }
-        lists_out.set_item(utf8_key(entry.key)?, steps)?;
-    }
-    Ok((context_out, lists_out))
+        let lists_out = PyDict::new(py);
+        for entry in dedup(lists) {
+            let steps = PyList::empty(py);
+            let mut failure = None;
+            entry
+                .for_each_step(&mut |message| {
+                    match feature(message, Schema::TensorFlow)
+                        .map_err(malformed)
+                        .and_then(|f| feature_to_py(py, &f))
+                    {
+                        Ok(step) => steps.append(step).map_err(|_| Malformed("append failed"))?,
+                        Err(e) => failure = Some(e),
+                    }
+                    Ok(())
+                })
+                .map_err(malformed)?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            lists_out.set_item(utf8_key(entry.key)?, steps)?;
+        }
+        Ok((context_out, lists_out))
+    })
 }
 
 /// Decodes one Feature message: `(kind name or None, values)`.
@@ -493,9 +503,11 @@ pub fn decode_feature<'py>(
     data: &Bound<'py, PyAny>,
     schema: &str,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let payload = Payload::serialized(data)?;
-    let f = feature(&payload, self::schema(schema)?).map_err(malformed)?;
-    feature_to_py(py, &f)
+    crate::py::errors::guard(|| {
+        let payload = Payload::serialized(data)?;
+        let f = feature(&payload, self::schema(schema)?).map_err(malformed)?;
+        feature_to_py(py, &f)
+    })
 }
 
 /// Decodes one list message (`Int64List`, ...) of the given kind: its values.
@@ -505,10 +517,12 @@ pub fn decode_list<'py>(
     data: &Bound<'py, PyAny>,
     kind: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let payload = Payload::serialized(data)?;
-    let f = crate::example::list(&payload, kind_by_name(kind)?);
-    f.count().map_err(malformed)?;
-    feature_to_py(py, &f)?.get_item(1)
+    crate::py::errors::guard(|| {
+        let payload = Payload::serialized(data)?;
+        let f = crate::example::list(&payload, kind_by_name(kind)?);
+        f.count().map_err(malformed)?;
+        feature_to_py(py, &f)?.get_item(1)
+    })
 }
 
 /// Encodes one Feature message (`kind=None`: a Feature with no kind, b"").
@@ -520,15 +534,17 @@ pub fn encode_feature<'py>(
     values: &Bound<'py, PyAny>,
     schema: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let mut out = Vec::new();
-    if let Some(kind) = kind {
-        let held = Held::extract(kind, values)?;
-        held.slices()?
-            .all()
-            .put_feature(&mut out, self::schema(schema)?)
-            .map_err(|m| PyValueError::new_err(m.0))?;
-    }
-    Ok(PyBytes::new(py, &out))
+    crate::py::errors::guard(|| {
+        let mut out = Vec::new();
+        if let Some(kind) = kind {
+            let held = Held::extract(kind, values)?;
+            held.slices()?
+                .all()
+                .put_feature(&mut out, self::schema(schema)?)
+                .map_err(|m| PyValueError::new_err(m.0))?;
+        }
+        Ok(PyBytes::new(py, &out))
+    })
 }
 
 /// Encodes one list message (`Int64List`, ...).
@@ -538,10 +554,12 @@ pub fn encode_list<'py>(
     kind: &str,
     values: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let held = Held::extract(kind, values)?;
-    let mut out = Vec::new();
-    held.slices()?.all().put_list(&mut out);
-    Ok(PyBytes::new(py, &out))
+    crate::py::errors::guard(|| {
+        let held = Held::extract(kind, values)?;
+        let mut out = Vec::new();
+        held.slices()?.all().put_list(&mut out);
+        Ok(PyBytes::new(py, &out))
+    })
 }
 
 impl Held<'_> {
@@ -690,28 +708,30 @@ pub fn encode_features<'py>(
     schema: &str,
     container: &str,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let schema = self::schema(schema)?;
-    let held = held_entries(entries)?;
-    let flats: Vec<(&[u8], Option<Flat<'_>>)> = held
-        .iter()
-        .map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?)))
-        .collect::<PyResult<_>>()?;
-    let values: Vec<(&[u8], Option<Values<'_>>)> = flats
-        .iter()
-        .map(|(k, f)| (*k, f.as_ref().map(Flat::all)))
-        .collect();
-    let mut out = Vec::new();
-    match container {
-        "example" if schema == Schema::TensorFlow => put_example(&mut out, &values),
-        "map" => put_feature_map(&mut out, &values, schema),
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "cannot encode container {container:?} with this schema"
-            )))
+    crate::py::errors::guard(|| {
+        let schema = self::schema(schema)?;
+        let held = held_entries(entries)?;
+        let flats: Vec<(&[u8], Option<Flat<'_>>)> = held
+            .iter()
+            .map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?)))
+            .collect::<PyResult<_>>()?;
+        let values: Vec<(&[u8], Option<Values<'_>>)> = flats
+            .iter()
+            .map(|(k, f)| (*k, f.as_ref().map(Flat::all)))
+            .collect();
+        let mut out = Vec::new();
+        match container {
+            "example" if schema == Schema::TensorFlow => put_example(&mut out, &values),
+            "map" => put_feature_map(&mut out, &values, schema),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "cannot encode container {container:?} with this schema"
+                )))
+            }
         }
-    }
-    .map_err(|m| PyValueError::new_err(m.0))?;
-    Ok(PyBytes::new(py, &out))
+        .map_err(|m| PyValueError::new_err(m.0))?;
+        Ok(PyBytes::new(py, &out))
+    })
 }
 
 /// Encodes a SequenceExample from context entries (as `encode_features`) and
@@ -722,51 +742,53 @@ pub fn encode_sequence<'py>(
     context: &Bound<'py, PyAny>,
     lists: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let context = held_entries(context)?;
-    let mut held_lists: Vec<(Vec<u8>, Vec<Option<Held<'py>>>)> = Vec::new();
-    for item in lists.try_iter()? {
-        let (key, steps): (String, Bound<'py, PyAny>) = item?.extract()?;
-        let mut held = Vec::new();
-        for step in steps.try_iter()? {
-            let (kind, values): (Option<String>, Bound<'py, PyAny>) = step?.extract()?;
-            held.push(kind.map(|k| Held::extract(&k, &values)).transpose()?);
+    crate::py::errors::guard(|| {
+        let context = held_entries(context)?;
+        let mut held_lists: Vec<(Vec<u8>, Vec<Option<Held<'py>>>)> = Vec::new();
+        for item in lists.try_iter()? {
+            let (key, steps): (String, Bound<'py, PyAny>) = item?.extract()?;
+            let mut held = Vec::new();
+            for step in steps.try_iter()? {
+                let (kind, values): (Option<String>, Bound<'py, PyAny>) = step?.extract()?;
+                held.push(kind.map(|k| Held::extract(&k, &values)).transpose()?);
+            }
+            held_lists.push((key.into_bytes(), held));
         }
-        held_lists.push((key.into_bytes(), held));
-    }
-    held_lists.sort_by(|a, b| map_key_order(&a.0, &b.0));
-    let context_flats: Vec<(&[u8], Option<Flat<'_>>)> = context
-        .iter()
-        .map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?)))
-        .collect::<PyResult<_>>()?;
-    let context_values: Vec<(&[u8], Option<Values<'_>>)> = context_flats
-        .iter()
-        .map(|(k, f)| (*k, f.as_ref().map(Flat::all)))
-        .collect();
-    let list_flats: Vec<(&[u8], Vec<Option<Flat<'_>>>)> = held_lists
-        .iter()
-        .map(|(k, steps)| {
-            Ok((
-                k.as_slice(),
-                steps
-                    .iter()
-                    .map(|h| h.as_ref().map(Held::slices).transpose())
-                    .collect::<PyResult<_>>()?,
-            ))
-        })
-        .collect::<PyResult<_>>()?;
-    let list_values: Vec<(&[u8], Steps<'_>)> = list_flats
-        .iter()
-        .map(|(k, steps)| {
-            (
-                *k,
-                steps.iter().map(|f| f.as_ref().map(Flat::all)).collect(),
-            )
-        })
-        .collect();
-    let mut out = Vec::new();
-    put_sequence_example(&mut out, &context_values, &list_values)
-        .map_err(|m| PyValueError::new_err(m.0))?;
-    Ok(PyBytes::new(py, &out))
+        held_lists.sort_by(|a, b| map_key_order(&a.0, &b.0));
+        let context_flats: Vec<(&[u8], Option<Flat<'_>>)> = context
+            .iter()
+            .map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?)))
+            .collect::<PyResult<_>>()?;
+        let context_values: Vec<(&[u8], Option<Values<'_>>)> = context_flats
+            .iter()
+            .map(|(k, f)| (*k, f.as_ref().map(Flat::all)))
+            .collect();
+        let list_flats: Vec<(&[u8], Vec<Option<Flat<'_>>>)> = held_lists
+            .iter()
+            .map(|(k, steps)| {
+                Ok((
+                    k.as_slice(),
+                    steps
+                        .iter()
+                        .map(|h| h.as_ref().map(Held::slices).transpose())
+                        .collect::<PyResult<_>>()?,
+                ))
+            })
+            .collect::<PyResult<_>>()?;
+        let list_values: Vec<(&[u8], Steps<'_>)> = list_flats
+            .iter()
+            .map(|(k, steps)| {
+                (
+                    *k,
+                    steps.iter().map(|f| f.as_ref().map(Flat::all)).collect(),
+                )
+            })
+            .collect();
+        let mut out = Vec::new();
+        put_sequence_example(&mut out, &context_values, &list_values)
+            .map_err(|m| PyValueError::new_err(m.0))?;
+        Ok(PyBytes::new(py, &out))
+    })
 }
 
 /// One column of a batch for `RecordWriter.write_columns`: row `r` holds

@@ -13,6 +13,49 @@ use crate::error::{DataLoss, Error};
 
 static DATA_LOSS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static PARSE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static INTERNAL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static RESOURCE_EXHAUSTED_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// An exception of one of `recordkit.errors`' classes with a plain message.
+fn recordkit_error(
+    py: Python<'_>,
+    cell: &PyOnceLock<Py<PyType>>,
+    name: &str,
+    message: String,
+) -> PyErr {
+    match cell.import(py, "recordkit.errors", name) {
+        Ok(cls) => PyErr::from_type(cls.clone(), message),
+        Err(e) => e,
+    }
+}
+
+/// Runs the body of a function Python calls. A panic (a bug in recordkit,
+/// whatever the input) becomes `recordkit.InternalError`, a `RecordkitError`:
+/// PyO3 would raise `PanicException`, a `BaseException` that `except
+/// Exception` does not catch, and that no caller can expect.
+pub fn guard<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(Python::attach(|py| {
+                recordkit_error(
+                    py,
+                    &INTERNAL_ERROR,
+                    "InternalError",
+                    format!(
+                        "internal error in recordkit ({what}); this is a bug, whatever the input: \
+                         please report it with the file that caused it"
+                    ),
+                )
+            }))
+        }
+    }
+}
 
 fn parse_error(py: Python<'_>, failure: &ParseFailure) -> PyResult<PyErr> {
     let cls = PARSE_ERROR.import(py, "recordkit.errors", "ParseError")?;
@@ -71,9 +114,23 @@ impl From<Error> for PyErr {
             Error::InvalidArgument(message) | Error::Closed(message) => {
                 PyValueError::new_err(message)
             }
+            Error::ResourceExhausted(message) => Python::attach(|py| {
+                recordkit_error(
+                    py,
+                    &RESOURCE_EXHAUSTED_ERROR,
+                    "ResourceExhaustedError",
+                    message,
+                )
+            }),
             Error::Parse(failure) => {
                 Python::attach(|py| parse_error(py, &failure).unwrap_or_else(|e| e))
             }
         }
     }
+}
+
+/// Panics inside [`guard`], so tests can check what Python sees of a bug.
+#[pyfunction]
+pub fn _panic_for_tests() -> PyResult<()> {
+    guard(|| panic!("a deliberate panic, for tests"))
 }

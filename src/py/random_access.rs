@@ -109,14 +109,16 @@ fn read_frame(
 impl PyFrameReader {
     #[new]
     fn new(py: Python<'_>, path: String) -> PyResult<Self> {
-        let file = py
-            .detach(|| File::open(&path))
-            .map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
-        crate::py::memory::adapt_malloc_to_large_records();
-        Ok(PyFrameReader { file, path })
+        crate::py::errors::guard(|| {
+            let file = py
+                .detach(|| File::open(&path))
+                .map_err(|source| Error::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+            crate::py::memory::adapt_malloc_to_large_records();
+            Ok(PyFrameReader { file, path })
+        })
     }
 
     /// The payloads of the TFRecord frames at `offsets` with `sizes` (whole
@@ -130,30 +132,32 @@ impl PyFrameReader {
         indices: PyReadonlyArray1<'py, u64>,
         verify: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let (offsets, sizes, indices) =
-            (offsets.as_slice()?, sizes.as_slice()?, indices.as_slice()?);
-        if offsets.len() != sizes.len() || offsets.len() != indices.len() {
-            return Err(Error::InvalidArgument(
-                "offsets, sizes and indices must have the same length".into(),
-            )
-            .into());
-        }
-        let (file, path) = (&self.file, self.path.as_str());
-        let payloads = py.detach(|| {
-            let file_len = file
-                .metadata()
-                .map_err(|source| Error::Io {
-                    path: path.to_string(),
-                    source,
-                })?
-                .len();
-            offsets
-                .iter()
-                .zip(sizes)
-                .zip(indices)
-                .map(|((&o, &s), &i)| read_frame(file, path, file_len, o, s, i, verify))
-                .collect::<Result<Vec<_>>>()
-        })?;
-        PyList::new(py, payloads.iter().map(|p| PyBytes::new(py, p)))
+        crate::py::errors::guard(|| {
+            let (offsets, sizes, indices) =
+                (offsets.as_slice()?, sizes.as_slice()?, indices.as_slice()?);
+            if offsets.len() != sizes.len() || offsets.len() != indices.len() {
+                return Err(Error::InvalidArgument(
+                    "offsets, sizes and indices must have the same length".into(),
+                )
+                .into());
+            }
+            let (file, path) = (&self.file, self.path.as_str());
+            let payloads = py.detach(|| {
+                let file_len = file
+                    .metadata()
+                    .map_err(|source| Error::Io {
+                        path: path.to_string(),
+                        source,
+                    })?
+                    .len();
+                offsets
+                    .iter()
+                    .zip(sizes)
+                    .zip(indices)
+                    .map(|((&o, &s), &i)| read_frame(file, path, file_len, o, s, i, verify))
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            PyList::new(py, payloads.iter().map(|p| PyBytes::new(py, p)))
+        })
     }
 }

@@ -77,9 +77,23 @@ fn open_path(
     };
     let is_file = file.metadata().map_err(io)?.is_file();
     if compression == Compression::None && is_file {
-        if let Ok(win) = MappedWindow::new(&file) {
+        if let Ok(win) = file.try_clone().and_then(MappedWindow::new) {
             return Ok((Box::new(win), compression));
         }
+    }
+    if compression != Compression::None && is_file {
+        // Read again from the start to read ahead of a huge record's claim
+        // (see `Window::read_ahead`), so a compressed bomb costs no memory.
+        // The same open file, not the path: a file renamed over it is not it.
+        let reopen = move || -> std::io::Result<Stream<File>> {
+            let mut again = file.try_clone()?;
+            again.rewind()?;
+            Ok(Stream::Compressed(Box::new(Inflater::new(again, compression))))
+        };
+        return Ok((
+            Box::new(StreamWindow::rereadable(Box::new(reopen)).map_err(io)?),
+            compression,
+        ));
     }
     Ok((stream_window(file, compression), compression))
 }
@@ -149,23 +163,25 @@ impl PyRecordScanner {
         verify: bool,
         skip_damaged: bool,
     ) -> PyResult<Self> {
-        let format = Format::parse(format)?;
-        let requested = Compression::parse(compression)?;
-        let (win, compression) = if source.is_instance_of::<PyString>() {
-            let path: String = source.extract()?;
-            py.detach(|| open_path(&path, requested, format))?
-        } else {
-            let obj = source.clone().unbind();
-            py.detach(|| open_pyfile(obj, &name, requested, format))?
-        };
-        let scanner = Scanner::new(win, format, verify, skip_damaged, name)?;
-        crate::py::memory::adapt_malloc_to_large_records();
-        Ok(PyRecordScanner {
-            state: Mutex::new(ScanState {
-                scanner: Some(scanner),
-                spans: Vec::new(),
-            }),
-            compression,
+        crate::py::errors::guard(|| {
+            let format = Format::parse(format)?;
+            let requested = Compression::parse(compression)?;
+            let (win, compression) = if source.is_instance_of::<PyString>() {
+                let path: String = source.extract()?;
+                py.detach(|| open_path(&path, requested, format))?
+            } else {
+                let obj = source.clone().unbind();
+                py.detach(|| open_pyfile(obj, &name, requested, format))?
+            };
+            let scanner = Scanner::new(win, format, verify, skip_damaged, name)?;
+            crate::py::memory::adapt_malloc_to_large_records();
+            Ok(PyRecordScanner {
+                state: Mutex::new(ScanState {
+                    scanner: Some(scanner),
+                    spans: Vec::new(),
+                }),
+                compression,
+            })
         })
     }
 
@@ -177,19 +193,22 @@ impl PyRecordScanner {
         max_records: usize,
         max_bytes: usize,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut state = lock_shared(py, &self.state);
-        let state = &mut *state;
-        let mut spans = std::mem::take(&mut state.spans);
-        let scanner = state.scanner()?;
-        py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
-        let list = PyList::new(
-            py,
-            spans
-                .iter()
-                .map(|&span| PyBytes::new(py, scanner.payload(span))),
-        )?;
-        state.spans = spans;
-        Ok(list)
+        crate::py::errors::guard(|| {
+            let mut state = lock_shared(py, &self.state);
+            let state = &mut *state;
+            let mut spans = std::mem::take(&mut state.spans);
+            let scanner = state.scanner()?;
+            py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
+            let list = PyList::new(
+                py,
+                spans
+                    .iter()
+                    .map(|&span| PyBytes::new(py, scanner.payload(span))),
+            )?;
+            scanner.check_source()?;
+            state.spans = spans;
+            Ok(list)
+        })
     }
 
     /// Frames up to `max_records` records and parses them as Examples in the
@@ -201,30 +220,33 @@ impl PyRecordScanner {
         max_records: usize,
         requests: Vec<(String, String)>,
     ) -> PyResult<(usize, Vec<PyColumn>)> {
-        let requests = self::requests(requests)?;
-        let mut state = lock_shared(py, &self.state);
-        let state = &mut *state;
-        let mut spans = std::mem::take(&mut state.spans);
-        let scanner = state.scanner()?;
-        let columns = py.detach(|| -> Result<_> {
-            scanner.next_batch(max_records.max(1), usize::MAX, &mut spans)?;
-            let records: Vec<&[u8]> = spans.iter().map(|&s| scanner.payload(s)).collect();
-            let first = scanner.records() - spans.len() as u64;
-            parse_examples(&records, &requests).map_err(|mut failure| {
-                // Report the record's index in the file, not in the batch.
-                match &mut failure {
-                    crate::columns::ParseFailure::Malformed { index, .. }
-                    | crate::columns::ParseFailure::WrongType { index, .. } => {
-                        *index += first as usize
+        crate::py::errors::guard(|| {
+            let requests = self::requests(requests)?;
+            let mut state = lock_shared(py, &self.state);
+            let state = &mut *state;
+            let mut spans = std::mem::take(&mut state.spans);
+            let scanner = state.scanner()?;
+            let columns = py.detach(|| -> Result<_> {
+                scanner.next_batch(max_records.max(1), usize::MAX, &mut spans)?;
+                let records: Vec<&[u8]> = spans.iter().map(|&s| scanner.payload(s)).collect();
+                let first = scanner.records() - spans.len() as u64;
+                parse_examples(&records, &requests).map_err(|mut failure| {
+                    // Report the record's index in the file, not in the batch.
+                    match &mut failure {
+                        crate::columns::ParseFailure::Malformed { index, .. }
+                        | crate::columns::ParseFailure::WrongType { index, .. } => {
+                            *index += first as usize
+                        }
                     }
-                }
-                Error::Parse(failure)
-            })
-        })?;
-        let n = spans.len();
-        let columns = columns_to_py(py, columns);
-        state.spans = spans;
-        Ok((n, columns))
+                    Error::Parse(failure)
+                })
+            })?;
+            let n = spans.len();
+            let columns = columns_to_py(py, columns);
+            scanner.check_source()?;
+            state.spans = spans;
+            Ok((n, columns))
+        })
     }
 
     /// Frames up to `max_records` records (or `max_bytes` of payload) without
@@ -238,55 +260,63 @@ impl PyRecordScanner {
         max_records: usize,
         max_bytes: usize,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let mut state = lock_shared(py, &self.state);
-        let state = &mut *state;
-        let mut spans = std::mem::take(&mut state.spans);
-        let scanner = state.scanner()?;
-        py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
-        let (offsets, sizes): (Vec<u64>, Vec<u64>) =
-            spans.iter().map(|&s| scanner.frame_of(s)).unzip();
-        state.spans = spans;
-        Ok((
-            offsets.into_pyarray(py).into_any(),
-            sizes.into_pyarray(py).into_any(),
-        ))
+        crate::py::errors::guard(|| {
+            let mut state = lock_shared(py, &self.state);
+            let state = &mut *state;
+            let mut spans = std::mem::take(&mut state.spans);
+            let scanner = state.scanner()?;
+            py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
+            let (offsets, sizes): (Vec<u64>, Vec<u64>) =
+                spans.iter().map(|&s| scanner.frame_of(s)).unzip();
+            state.spans = spans;
+            Ok((
+                offsets.into_pyarray(py).into_any(),
+                sizes.into_pyarray(py).into_any(),
+            ))
+        })
     }
 
     /// Continues from the frame at stream offset `offset`, the file's record
     /// number `record_index` (forward only).
     fn seek(&self, py: Python<'_>, offset: u64, record_index: u64) -> PyResult<()> {
-        Ok(lock_shared(py, &self.state)
-            .scanner()?
-            .seek(offset, record_index)?)
+        crate::py::errors::guard(|| {
+            Ok(lock_shared(py, &self.state)
+                .scanner()?
+                .seek(offset, record_index)?)
+        })
     }
 
     /// Counts the remaining records, skipping payloads.
     fn count(&self, py: Python<'_>) -> PyResult<u64> {
-        let mut state = lock_shared(py, &self.state);
-        let scanner = state.scanner()?;
-        Ok(py.detach(|| scanner.count())?)
+        crate::py::errors::guard(|| {
+            let mut state = lock_shared(py, &self.state);
+            let scanner = state.scanner()?;
+            Ok(py.detach(|| scanner.count())?)
+        })
     }
 
     /// Damaged regions skipped since the last call.
     fn take_skipped(&self, py: Python<'_>) -> PyResult<Vec<SkippedRegion>> {
-        Ok(lock_shared(py, &self.state)
-            .scanner()?
-            .take_skipped()
-            .into_iter()
-            .map(|s| (s.offset, s.bytes, s.kind.name(), s.detail, s.record_index))
-            .collect())
+        crate::py::errors::guard(|| {
+            Ok(lock_shared(py, &self.state)
+                .scanner()?
+                .take_skipped()
+                .into_iter()
+                .map(|s| (s.offset, s.bytes, s.kind.name(), s.detail, s.record_index))
+                .collect())
+        })
     }
 
     /// Records read so far.
     #[getter]
     fn records(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(lock_shared(py, &self.state).scanner()?.records())
+        crate::py::errors::guard(|| Ok(lock_shared(py, &self.state).scanner()?.records()))
     }
 
     /// Offset of the next record in the (uncompressed) stream.
     #[getter]
     fn position(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(lock_shared(py, &self.state).scanner()?.position())
+        crate::py::errors::guard(|| Ok(lock_shared(py, &self.state).scanner()?.position()))
     }
 
     /// The compression in use: "none", "gzip" or "zlib".
@@ -462,54 +492,61 @@ impl PyRecordWriter {
         format: &str,
         compression: &str,
     ) -> PyResult<Self> {
-        let format = Format::parse(format)?;
-        let compression = Compression::parse(compression)?.ok_or_else(|| {
-            Error::InvalidArgument(
-                "a writer needs a compression: None, \"gzip\" or \"zlib\" (not \"auto\")".into(),
-            )
-        })?;
-        let out: Box<dyn Write + Send + Sync> = if sink.is_instance_of::<PyString>() {
-            let path: String = sink.extract()?;
-            let file = py
-                .detach(|| File::create(&path))
-                .map_err(|source| Error::Io { path, source })?;
-            Box::new(file)
-        } else {
-            Box::new(PyFileWriter::new(sink.clone().unbind()))
-        };
-        let sink = Encoder::new(BufWriter::with_capacity(WRITE_BUFFER, out), compression);
-        Ok(PyRecordWriter {
-            sink: Some(sink),
-            format,
-            name,
-            records: 0,
-            bytes: 0,
+        crate::py::errors::guard(|| {
+            let format = Format::parse(format)?;
+            let compression = Compression::parse(compression)?.ok_or_else(|| {
+                Error::InvalidArgument(
+                    "a writer needs a compression: None, \"gzip\" or \"zlib\" (not \"auto\")"
+                        .into(),
+                )
+            })?;
+            let out: Box<dyn Write + Send + Sync> = if sink.is_instance_of::<PyString>() {
+                let path: String = sink.extract()?;
+                let file = py
+                    .detach(|| File::create(&path))
+                    .map_err(|source| Error::Io { path, source })?;
+                Box::new(file)
+            } else {
+                Box::new(PyFileWriter::new(sink.clone().unbind()))
+            };
+            let sink = Encoder::new(BufWriter::with_capacity(WRITE_BUFFER, out), compression);
+            Ok(PyRecordWriter {
+                sink: Some(sink),
+                format,
+                name,
+                records: 0,
+                bytes: 0,
+            })
         })
     }
 
     /// Writes one record (bytes-like or str).
     fn write(&mut self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<()> {
-        let payload = Payload::extract(record)?;
-        self.write_payloads(py, std::slice::from_ref(&payload))
+        crate::py::errors::guard(|| {
+            let payload = Payload::extract(record)?;
+            self.write_payloads(py, std::slice::from_ref(&payload))
+        })
     }
 
     /// Writes every record of an iterable; returns how many.
     fn write_many(&mut self, py: Python<'_>, records: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let before = self.records;
-        let mut batch = Vec::with_capacity(WRITE_BATCH_RECORDS);
-        let mut bytes = 0;
-        for item in records.try_iter()? {
-            let payload = Payload::extract(&item?)?;
-            bytes += payload.len();
-            batch.push(payload);
-            if batch.len() >= WRITE_BATCH_RECORDS || bytes >= WRITE_BATCH_BYTES {
-                self.write_payloads(py, &batch)?;
-                batch.clear();
-                bytes = 0;
+        crate::py::errors::guard(|| {
+            let before = self.records;
+            let mut batch = Vec::with_capacity(WRITE_BATCH_RECORDS);
+            let mut bytes = 0;
+            for item in records.try_iter()? {
+                let payload = Payload::extract(&item?)?;
+                bytes += payload.len();
+                batch.push(payload);
+                if batch.len() >= WRITE_BATCH_RECORDS || bytes >= WRITE_BATCH_BYTES {
+                    self.write_payloads(py, &batch)?;
+                    batch.clear();
+                    bytes = 0;
+                }
             }
-        }
-        self.write_payloads(py, &batch)?;
-        Ok(self.records - before)
+            self.write_payloads(py, &batch)?;
+            Ok(self.records - before)
+        })
     }
 
     /// Encodes `rows` Examples (or OFRecords, with `schema="oneflow"`) from
@@ -523,168 +560,177 @@ impl PyRecordWriter {
         columns: &Bound<'_, PyAny>,
         schema: &str,
     ) -> PyResult<u64> {
-        let schema = match schema {
-            "tensorflow" => Schema::TensorFlow,
-            "oneflow" => Schema::OneFlow,
-            _ => return Err(Error::InvalidArgument(format!("unknown schema {schema:?}")).into()),
-        };
-        type Column<'py> = (
-            String,
-            Held<'py>,
-            PyReadonlyArray1<'py, i64>,
-            Option<PyReadonlyArray1<'py, bool>>,
-        );
-        let mut held: Vec<Column<'_>> = Vec::new();
-        for item in columns.try_iter()? {
-            let (key, kind, values, splits, present): (
+        crate::py::errors::guard(|| {
+            let schema = match schema {
+                "tensorflow" => Schema::TensorFlow,
+                "oneflow" => Schema::OneFlow,
+                _ => {
+                    return Err(Error::InvalidArgument(format!("unknown schema {schema:?}")).into())
+                }
+            };
+            type Column<'py> = (
                 String,
-                String,
-                Bound<'_, PyAny>,
-                PyReadonlyArray1<'_, i64>,
-                Option<PyReadonlyArray1<'_, bool>>,
-            ) = item?.extract()?;
-            held.push((key, Held::extract(&kind, &values)?, splits, present));
-        }
-        held.sort_by(|a, b| map_key_order(a.0.as_bytes(), b.0.as_bytes()));
-        let not_contiguous =
-            |_| Error::InvalidArgument("splits and masks must be contiguous arrays".into());
-        let mut sources = Vec::with_capacity(held.len());
-        let mut layouts = Vec::with_capacity(held.len());
-        for (key, values, splits, present) in &held {
-            layouts.push(
-                EntryLayout::new(key.as_bytes(), Some(values.kind()), schema)
-                    .map_err(|m| Error::InvalidArgument(m.0.to_string()))?,
+                Held<'py>,
+                PyReadonlyArray1<'py, i64>,
+                Option<PyReadonlyArray1<'py, bool>>,
             );
-            let source = ColumnSource {
-                key: key.as_bytes(),
-                values: values.slices()?,
-                splits: splits.as_slice().map_err(not_contiguous)?,
-                present: present
-                    .as_ref()
-                    .map(|p| p.as_slice())
-                    .transpose()
-                    .map_err(not_contiguous)?,
-            };
-            source.check(rows)?;
-            sources.push(source);
-        }
-        let format = self.format;
-        let name = &self.name;
-        let sink = self
-            .sink
-            .as_mut()
-            .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
-        // The values are borrowed from NumPy arrays while the GIL is released:
-        // like any C extension, this assumes no other thread resizes them meanwhile.
-        let written = py.detach(|| -> Result<u64> {
-            let wrap = schema == Schema::TensorFlow;
-            let encoder = RowEncoder::for_columns(&sources, &layouts, wrap);
-            let mut written = 0u64;
-            let mut write = |buffer: &[u8]| {
-                written += buffer.len() as u64;
-                sink.write_all(buffer).map_err(|source| Error::Io {
-                    path: name.clone(),
-                    source,
-                })
-            };
-            let per_chunk = chunk_rows(&sources, rows);
-            let chunks: Vec<std::ops::Range<usize>> = (0..rows)
-                .step_by(per_chunk)
-                .map(|start| start..rows.min(start + per_chunk))
-                .collect();
-            let threads = std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(chunks.len());
-            if threads <= 1 {
-                let mut buffer = Vec::new();
-                for range in chunks {
-                    let used = encode_frames(
-                        &sources,
-                        &layouts,
-                        &encoder,
-                        range,
-                        format,
-                        wrap,
-                        &mut buffer,
-                    );
-                    write(&buffer[..used])?;
-                }
-                return Ok(written);
+            let mut held: Vec<Column<'_>> = Vec::new();
+            for item in columns.try_iter()? {
+                let (key, kind, values, splits, present): (
+                    String,
+                    String,
+                    Bound<'_, PyAny>,
+                    PyReadonlyArray1<'_, i64>,
+                    Option<PyReadonlyArray1<'_, bool>>,
+                ) = item?.extract()?;
+                held.push((key, Held::extract(&kind, &values)?, splits, present));
             }
-            // Chunk k is encoded by thread k % threads into one of its two
-            // buffers, which come back here to be written in order and then
-            // reused: the memory stays small and already touched.
-            std::thread::scope(|scope| -> Result<()> {
-                let mut lanes = Vec::with_capacity(threads);
-                for lane in 0..threads {
-                    let (filled_tx, filled_rx) =
-                        std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
-                    let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
-                    empty_tx.send(Vec::new()).ok();
-                    empty_tx.send(Vec::new()).ok();
-                    let (sources, layouts, chunks, encoder) =
-                        (&sources, &layouts, &chunks, &encoder);
-                    scope.spawn(move || {
-                        for range in chunks.iter().skip(lane).step_by(threads) {
-                            let Ok(mut buffer) = empty_rx.recv() else {
-                                return;
-                            };
-                            let used = encode_frames(
-                                sources,
-                                layouts,
-                                encoder,
-                                range.clone(),
-                                format,
-                                wrap,
-                                &mut buffer,
-                            );
-                            if filled_tx.send((buffer, used)).is_err() {
-                                return; // the writer stopped on an error
+            held.sort_by(|a, b| map_key_order(a.0.as_bytes(), b.0.as_bytes()));
+            let not_contiguous =
+                |_| Error::InvalidArgument("splits and masks must be contiguous arrays".into());
+            let mut sources = Vec::with_capacity(held.len());
+            let mut layouts = Vec::with_capacity(held.len());
+            for (key, values, splits, present) in &held {
+                layouts.push(
+                    EntryLayout::new(key.as_bytes(), Some(values.kind()), schema)
+                        .map_err(|m| Error::InvalidArgument(m.0.to_string()))?,
+                );
+                let source = ColumnSource {
+                    key: key.as_bytes(),
+                    values: values.slices()?,
+                    splits: splits.as_slice().map_err(not_contiguous)?,
+                    present: present
+                        .as_ref()
+                        .map(|p| p.as_slice())
+                        .transpose()
+                        .map_err(not_contiguous)?,
+                };
+                source.check(rows)?;
+                sources.push(source);
+            }
+            let format = self.format;
+            let name = &self.name;
+            let sink = self
+                .sink
+                .as_mut()
+                .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+            // The values are borrowed from NumPy arrays while the GIL is released:
+            // like any C extension, this assumes no other thread resizes them meanwhile.
+            let written = py.detach(|| -> Result<u64> {
+                let wrap = schema == Schema::TensorFlow;
+                let encoder = RowEncoder::for_columns(&sources, &layouts, wrap);
+                let mut written = 0u64;
+                let mut write = |buffer: &[u8]| {
+                    written += buffer.len() as u64;
+                    sink.write_all(buffer).map_err(|source| Error::Io {
+                        path: name.clone(),
+                        source,
+                    })
+                };
+                let per_chunk = chunk_rows(&sources, rows);
+                let chunks: Vec<std::ops::Range<usize>> = (0..rows)
+                    .step_by(per_chunk)
+                    .map(|start| start..rows.min(start + per_chunk))
+                    .collect();
+                let threads = std::thread::available_parallelism()
+                    .map_or(1, |n| n.get())
+                    .min(chunks.len());
+                if threads <= 1 {
+                    let mut buffer = Vec::new();
+                    for range in chunks {
+                        let used = encode_frames(
+                            &sources,
+                            &layouts,
+                            &encoder,
+                            range,
+                            format,
+                            wrap,
+                            &mut buffer,
+                        );
+                        write(&buffer[..used])?;
+                    }
+                    return Ok(written);
+                }
+                // Chunk k is encoded by thread k % threads into one of its two
+                // buffers, which come back here to be written in order and then
+                // reused: the memory stays small and already touched.
+                std::thread::scope(|scope| -> Result<()> {
+                    let mut lanes = Vec::with_capacity(threads);
+                    for lane in 0..threads {
+                        let (filled_tx, filled_rx) =
+                            std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
+                        let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+                        empty_tx.send(Vec::new()).ok();
+                        empty_tx.send(Vec::new()).ok();
+                        let (sources, layouts, chunks, encoder) =
+                            (&sources, &layouts, &chunks, &encoder);
+                        scope.spawn(move || {
+                            for range in chunks.iter().skip(lane).step_by(threads) {
+                                let Ok(mut buffer) = empty_rx.recv() else {
+                                    return;
+                                };
+                                let used = encode_frames(
+                                    sources,
+                                    layouts,
+                                    encoder,
+                                    range.clone(),
+                                    format,
+                                    wrap,
+                                    &mut buffer,
+                                );
+                                if filled_tx.send((buffer, used)).is_err() {
+                                    return; // the writer stopped on an error
+                                }
                             }
-                        }
-                    });
-                    lanes.push((filled_rx, empty_tx));
-                }
-                for k in 0..chunks.len() {
-                    let (filled_rx, empty_tx) = &lanes[k % threads];
-                    let (buffer, used) = filled_rx.recv().expect("an encoder thread ended early");
-                    write(&buffer[..used])?;
-                    empty_tx.send(buffer).ok();
-                }
-                Ok(())
+                        });
+                        lanes.push((filled_rx, empty_tx));
+                    }
+                    for k in 0..chunks.len() {
+                        let (filled_rx, empty_tx) = &lanes[k % threads];
+                        let (buffer, used) =
+                            filled_rx.recv().expect("an encoder thread ended early");
+                        write(&buffer[..used])?;
+                        empty_tx.send(buffer).ok();
+                    }
+                    Ok(())
+                })?;
+                Ok(written)
             })?;
-            Ok(written)
-        })?;
-        self.records += rows as u64;
-        self.bytes += written;
-        Ok(rows as u64)
+            self.records += rows as u64;
+            self.bytes += written;
+            Ok(rows as u64)
+        })
     }
 
     /// Pushes buffered records to the file (for compressed files, a flush point).
     fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
-        let name = &self.name;
-        let sink = self
-            .sink
-            .as_mut()
-            .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
-        py.detach(|| sink.flush()).map_err(|source| Error::Io {
-            path: name.clone(),
-            source,
-        })?;
-        Ok(())
+        crate::py::errors::guard(|| {
+            let name = &self.name;
+            let sink = self
+                .sink
+                .as_mut()
+                .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+            py.detach(|| sink.flush()).map_err(|source| Error::Io {
+                path: name.clone(),
+                source,
+            })?;
+            Ok(())
+        })
     }
 
     /// Ends the compressed stream and flushes everything. Idempotent.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        if let Some(sink) = self.sink.take() {
-            let name = &self.name;
-            py.detach(|| sink.finish().and_then(|mut w| w.flush()))
-                .map_err(|source| Error::Io {
-                    path: name.clone(),
-                    source,
-                })?;
-        }
-        Ok(())
+        crate::py::errors::guard(|| {
+            if let Some(sink) = self.sink.take() {
+                let name = &self.name;
+                py.detach(|| sink.finish().and_then(|mut w| w.flush()))
+                    .map_err(|source| Error::Io {
+                        path: name.clone(),
+                        source,
+                    })?;
+            }
+            Ok(())
+        })
     }
 
     /// Records written so far.

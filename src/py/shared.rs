@@ -60,32 +60,34 @@ impl PySharedIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let mut state = lock_shared(py, &self.state);
-        loop {
-            if let Some(item) = state.batch.pop() {
-                return Ok(Some(item));
-            }
-            if let Some(error) = &state.error {
-                return Err(error.clone_ref(py));
-            }
-            let Some(refill) = state.refill.as_ref().map(|r| r.clone_ref(py)) else {
-                return Ok(None);
-            };
-            match refill.call0(py) {
-                Ok(batch) => {
-                    let batch = batch.into_bound(py).cast_into::<PyList>()?;
-                    if batch.is_empty() {
-                        state.refill = None;
-                        return Ok(None);
+        crate::py::errors::guard(|| {
+            let mut state = lock_shared(py, &self.state);
+            loop {
+                if let Some(item) = state.batch.pop() {
+                    return Ok(Some(item));
+                }
+                if let Some(error) = &state.error {
+                    return Err(error.clone_ref(py));
+                }
+                let Some(refill) = state.refill.as_ref().map(|r| r.clone_ref(py)) else {
+                    return Ok(None);
+                };
+                match refill.call0(py) {
+                    Ok(batch) => {
+                        let batch = batch.into_bound(py).cast_into::<PyList>()?;
+                        if batch.is_empty() {
+                            state.refill = None;
+                            return Ok(None);
+                        }
+                        state.batch = batch.iter().rev().map(Bound::unbind).collect();
                     }
-                    state.batch = batch.iter().rev().map(Bound::unbind).collect();
-                }
-                Err(error) => {
-                    state.refill = None;
-                    state.error = Some(error.clone_ref(py));
-                    return Err(error);
+                    Err(error) => {
+                        state.refill = None;
+                        state.error = Some(error.clone_ref(py));
+                        return Err(error);
+                    }
                 }
             }
-        }
+        })
     }
 }

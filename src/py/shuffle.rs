@@ -27,16 +27,18 @@ impl PyShuffleBuffer {
         py: Python<'py>,
         items: &Bound<'py, PyList>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let out: Vec<Py<PyAny>> = items
-            .iter()
-            .filter_map(|item| self.shuffler.push(item.unbind()))
-            .collect();
-        PyList::new(py, out)
+        crate::py::errors::guard(|| {
+            let out: Vec<Py<PyAny>> = items
+                .iter()
+                .filter_map(|item| self.shuffler.push(item.unbind()))
+                .collect();
+            PyList::new(py, out)
+        })
     }
 
     /// Everything still buffered, in random order.
     fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, self.shuffler.drain())
+        crate::py::errors::guard(|| PyList::new(py, self.shuffler.drain()))
     }
 
     fn __len__(&self) -> usize {
