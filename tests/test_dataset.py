@@ -399,3 +399,119 @@ def test_index_files_spare_the_count_and_one_consumer_needs_none(tmp_path: Path,
     assert sorted(i for share in shares for i in share) == everything
     assert sorted({len(share) for share in shares}) == [1003, 1004]
     assert len(read) == 3 * 2, "each consumer takes both counts from the index files"
+
+
+# --- saving and resuming mid-epoch --------------------------------------------------------------
+
+
+def _pipelines(folder: Path) -> dict[str, rk.Dataset]:
+    return {
+        "plain": rk.Dataset(folder, SPEC),
+        "shuffled, seed drawn": rk.Dataset(folder, SPEC).shuffle(100).batch(7).prefetch(2),
+        "shuffled, seeded, repeated": rk.Dataset(folder, SPEC).shuffle(64, seed=3).repeat(2).batch(5),
+        "sharded, interleaved": rk.Dataset(folder, SPEC, cycle_length=3).shard(3, 1).batch(9, drop_remainder=True),
+    }
+
+
+@pytest.mark.parametrize("name", ["plain", "shuffled, seed drawn", "shuffled, seeded, repeated", "sharded, interleaved"])
+@pytest.mark.parametrize("stop_after", [0, 1, 13, 40])
+def test_a_state_taken_mid_epoch_resumes_with_exactly_the_rest(
+    shards: tuple[Path, list[int]], name: str, stop_after: int
+) -> None:
+    folder, _ = shards
+    ds = _pipelines(folder)[name]
+    ds.set_epoch(2)
+    expected = [np.atleast_1d(item["id"]).tolist() for item in ds]  # epoch 2, whole
+    ds.set_epoch(2)
+    it = iter(ds)
+    got = [np.atleast_1d(next(it)["id"]).tolist() for _ in range(min(stop_after, len(expected)))]
+    state = ds.state_dict()
+    it.close()
+    json_state = __import__("json").loads(__import__("json").dumps(state))  # states are plain JSON
+    fresh = _pipelines(folder)[name]  # a new process builds the dataset again (a new seed, if drawn)
+    fresh.load_state_dict(json_state)
+    rest = [np.atleast_1d(item["id"]).tolist() for item in fresh]
+    assert got + rest == expected
+    # After the resumed epoch, the following one is the next epoch's.
+    ds.set_epoch(3)
+    assert [np.atleast_1d(item["id"]).tolist() for item in fresh] == [
+        np.atleast_1d(item["id"]).tolist() for item in ds
+    ]
+
+
+def test_a_state_from_another_dataset_or_consumer_is_refused(shards: tuple[Path, list[int]]) -> None:
+    folder, _ = shards
+    state = rk.Dataset(folder, SPEC).shuffle(10, seed=1).state_dict()
+    with pytest.raises(ValueError, match="built differently"):
+        rk.Dataset(folder, SPEC).shuffle(10, seed=2).load_state_dict(state)
+    with pytest.raises(ValueError, match="not a recordkit Dataset state"):
+        rk.Dataset(folder, SPEC).load_state_dict({"epoch": 0})
+    state = rk.Dataset(folder, SPEC).state_dict()
+    other = rk.Dataset(folder, SPEC)
+    other.load_state_dict(state)
+    other._shard = (2, 1)  # read by another consumer than the one that saved it
+    other._fingerprint = lambda: state["fingerprint"]  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match="consumer 0 of 1"):
+        list(other)
+
+
+_KILLED_CONSUMER = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    import numpy as np
+    import recordkit as rk
+
+    folder, log, kill_after = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    ds = rk.Dataset(folder, {"id": rk.FixedLenFeature([], "int64")}).shuffle(50).batch(4).prefetch(3)
+    if os.path.exists(log + ".state"):
+        with open(log + ".state") as f:
+            ds.load_state_dict(json.load(f))
+    with open(log, "a") as out:
+        for n, batch in enumerate(ds, 1):
+            out.write(" ".join(map(str, batch["id"].tolist())) + "\\n")
+            out.flush()
+            # A checkpoint after every step, written atomically, as a training loop would.
+            with open(log + ".state.tmp", "w") as f:
+                json.dump(ds.state_dict(), f)
+            os.replace(log + ".state.tmp", log + ".state")
+            if n == kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+@pytest.mark.parametrize("kill_after", [1, 57, 150])
+def test_a_consumer_killed_mid_epoch_resumes_with_every_record_exactly_once(
+    shards: tuple[Path, list[int]], tmp_path: Path, kill_after: int
+) -> None:
+    folder, everything = shards
+    log = tmp_path / "log"
+    first = subprocess.run([sys.executable, "-c", _KILLED_CONSUMER, str(folder), str(log), str(kill_after)])
+    assert first.returncode == -9
+    second = subprocess.run([sys.executable, "-c", _KILLED_CONSUMER, str(folder), str(log), "0"])
+    assert second.returncode == 0
+    lines = log.read_text().splitlines()
+    assert len(lines) == -(-len(everything) // 4)  # every batch once: none lost, none twice
+    delivered = [int(x) for line in lines for x in line.split()]
+    assert sorted(delivered) == everything
+
+
+# torchdata 0.11 calls torch.set_vital, which torch 2.15 deprecates.
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
+def test_stateful_dataloader_resumes_mid_epoch(shards: tuple[Path, list[int]]) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("torchdata.stateful_dataloader")
+    folder, everything = shards
+    for workers in (0, 2):
+        loader = rk.Dataset(folder, SPEC).shuffle(40, seed=5).batch(8).loader(num_workers=workers, stateful=True)
+        it = iter(loader)
+        before = [next(it)["id"].tolist() for _ in range(30)]
+        state = loader.state_dict()
+        del it
+        again = rk.Dataset(folder, SPEC).shuffle(40, seed=5).batch(8).loader(num_workers=workers, stateful=True)
+        again.load_state_dict(state)
+        after = [batch["id"].tolist() for batch in again]
+        delivered = [i for batch in before + after for i in batch]
+        assert sorted(delivered) == everything, f"{workers} workers"
+    with pytest.raises(TypeError, match="stateful=True"):
+        rk.Dataset(folder, SPEC).loader().state_dict()

@@ -114,6 +114,15 @@ class TorchIterable(IterableDataset):  # type: ignore[misc]
         """Sets the epoch the next iteration reads (call it each epoch when workers are not persistent)."""
         self.dataset.set_epoch(epoch)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The dataset's position (:meth:`recordkit.Dataset.state_dict`), as of the last item
+        yielded: torchdata's ``StatefulDataLoader`` takes it in each worker."""
+        return self.dataset.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resumes the dataset from :meth:`state_dict` (:meth:`recordkit.Dataset.load_state_dict`)."""
+        self.dataset.load_state_dict(state)
+
     def __repr__(self) -> str:
         return f"TorchIterable({self.dataset!r})"
 
@@ -135,6 +144,19 @@ class Loader:
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch the next iteration reads (for workers that are not persistent)."""
         self.dataloader.dataset.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The ``StatefulDataLoader``'s state (``Dataset.loader(stateful=True)``)."""
+        return self._stateful().state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resumes a ``StatefulDataLoader`` mid-epoch from :meth:`state_dict`."""
+        self._stateful().load_state_dict(state)
+
+    def _stateful(self) -> Any:
+        if not hasattr(self.dataloader, "load_state_dict"):
+            raise TypeError("this loader cannot save its position: build it with Dataset.loader(stateful=True)")
+        return self.dataloader
 
     def __repr__(self) -> str:
         return f"Loader({self.dataloader.dataset!r}, num_workers={self.dataloader.num_workers})"

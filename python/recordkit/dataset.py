@@ -597,6 +597,19 @@ class _Step:
     args: tuple[Any, ...]
 
 
+_STATE_FORMAT = "recordkit.Dataset/1"
+
+
+@dataclass
+class _Progress:
+    """How far one iteration (epoch) of a dataset has gone."""
+
+    epoch: int
+    consumer: tuple[int, int]
+    delivered: int = 0
+    finished: bool = False
+
+
 class Dataset:
     """A stream of records (or parsed batches) from many files.
 
@@ -683,6 +696,8 @@ class Dataset:
         self._steps: tuple[_Step, ...] = ()
         self._shard: tuple[int, int] | None = None
         self._epoch = 0
+        self._progress: _Progress | None = None  # of the latest iteration
+        self._resume: tuple[int, list[int]] | None = None  # (items to pass over, consumer) for the next
         self._surveys: dict[str, _Survey | None] = {}  # shared by every dataset chained from this one
 
     @property
@@ -760,6 +775,84 @@ class Dataset:
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch the next iteration reads (later ones count on from it)."""
         self._epoch = int(epoch)
+        self._resume = None
+
+    # saving and resuming
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this consumer stands, as a small JSON-able dict: taken mid-epoch, it
+        lets :meth:`load_state_dict` resume with exactly the items not yet delivered.
+
+        The position is the epoch and how many items (batches, after ``.batch``)
+        the latest iteration has handed out; an item counts as delivered once
+        ``next()`` has returned it, whatever a ``.prefetch`` read ahead. The
+        shuffle seed is saved too, so a seed drawn at random is reused. A
+        PyTorch DataLoader worker's dataset saves its own share: torchdata's
+        ``StatefulDataLoader`` calls this in every worker (see ``to_torch``).
+        """
+        progress = self._progress
+        if self._resume is not None or progress is None or progress.finished:
+            epoch, delivered = self._epoch, self._resume[0] if self._resume else 0
+        else:
+            epoch, delivered = progress.epoch, progress.delivered
+        shuffle = next((step for step in self._steps if step.kind == "shuffle"), None)
+        if self._resume is not None:
+            consumer = self._resume[1]
+        else:
+            consumer = list(progress.consumer if progress is not None else self.consumer())
+        return {
+            "format": _STATE_FORMAT,
+            "epoch": epoch,
+            "delivered": delivered,
+            "seed": shuffle.args[1] if shuffle else None,
+            "consumer": consumer,
+            "fingerprint": self._fingerprint(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resumes from :meth:`state_dict`'s result: the next iteration delivers the
+        rest of the saved epoch, in the same order, then later epochs as usual.
+
+        The dataset must be built the same way (files, steps, seed, shards) and
+        read by the same consumer (shard or rank and DataLoader worker), or a
+        ``ValueError`` says what differs. Resuming replays the epoch up to the
+        saved position without handing anything out (files are read and
+        ``.map`` functions run again), so it costs about what reading that far
+        did; nothing is skipped or repeated.
+        """
+        if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
+            raise ValueError(f"not a recordkit Dataset state (expected format {_STATE_FORMAT!r})")
+        shuffle = next((i for i, step in enumerate(self._steps) if step.kind == "shuffle"), None)
+        if shuffle is not None and not self._steps[shuffle].args[2]:
+            # A seed drawn at random by the saved dataset: take it over.
+            size, _, explicit = self._steps[shuffle].args
+            steps = list(self._steps)
+            steps[shuffle] = _Step("shuffle", (size, int(state["seed"]), explicit))
+            self._steps = tuple(steps)
+        if state["fingerprint"] != self._fingerprint():
+            raise ValueError(
+                "the state was saved by a dataset built differently (its files, options or steps differ): "
+                "resuming it here would not deliver the records that were left"
+            )
+        self._epoch = int(state["epoch"])
+        self._resume = (int(state["delivered"]), [int(c) for c in state["consumer"]])
+
+    def _fingerprint(self) -> str:
+        """What decides the order of the items: files, options and steps (a map by its function's name)."""
+        import hashlib  # here: only states need it
+
+        def describe(value: Any) -> Any:
+            if callable(value):
+                return getattr(value, "__qualname__", type(value).__qualname__)
+            return repr(value)
+
+        steps = [
+            (step.kind, [describe(arg) for arg in (step.args[:2] if step.kind == "shuffle" and not step.args[2] else step.args)])
+            for step in self._steps
+        ]
+        facts = repr((self._files, self._options, self._cycle_length, self._even_shares, self._shard,
+                      sorted((k, repr(v)) for k, v in (self.features or {}).items()), steps))
+        return hashlib.sha256(facts.encode()).hexdigest()[:16]
 
     # iterating
 
@@ -792,6 +885,17 @@ class Dataset:
         epoch = self._epoch
         self._epoch += 1
         consumer, consumers = self.consumer()
+        skip = 0
+        if self._resume is not None:
+            skip, saved_by = self._resume
+            self._resume = None
+            if saved_by != [consumer, consumers]:
+                raise ValueError(
+                    f"the state being resumed was saved by consumer {saved_by[0]} of {saved_by[1]}, and this is "
+                    f"consumer {consumer} of {consumers}: each consumer (shard and DataLoader worker) resumes "
+                    "from its own state"
+                )
+        progress = self._progress = _Progress(epoch, (consumer, consumers), skip)
         shuffle = next((step for step in self._steps if step.kind == "shuffle"), None)
         seed, explicit = (shuffle.args[1], shuffle.args[2]) if shuffle else (0, False)
         local_seed = seed
@@ -827,7 +931,19 @@ class Dataset:
         chunks = stream((epoch,))
         try:
             for chunk in chunks:
-                yield from chunk
+                if skip:
+                    passed = len(chunk)
+                    chunk = chunk[skip:]
+                    skip = max(0, skip - passed)
+                for item in chunk:
+                    progress.delivered += 1  # before the yield: the consumer holds it from here on
+                    yield item
+            if skip:
+                raise RecordkitError(
+                    f"the state being resumed is {skip} item(s) past the end of epoch {epoch}: "
+                    "have the files changed since it was saved?"
+                )
+            progress.finished = True
         finally:
             close = getattr(chunks, "close", None)
             if close is not None:
@@ -888,7 +1004,7 @@ class Dataset:
 
         return TorchIterable(self.prepare())
 
-    def loader(self, num_workers: int = 0, **dataloader_args: Any) -> Any:
+    def loader(self, num_workers: int = 0, *, stateful: bool = False, **dataloader_args: Any) -> Any:
         """Batches through a PyTorch ``DataLoader`` set up for recordkit's batches.
 
         Workers are persistent, so every ``for batch in loader`` is a new epoch
@@ -897,13 +1013,25 @@ class Dataset:
         recordkit takes to read and parse 1024 small records). Other keyword
         arguments go to the DataLoader (``pin_memory=True`` ...); the
         DataLoader itself is the result's ``.dataloader``.
-        """
-        from torch.utils.data import DataLoader
 
+        ``stateful=True`` uses torchdata's ``StatefulDataLoader``: the result's
+        ``state_dict()`` / ``load_state_dict()`` save and resume mid-epoch, each
+        worker from its own :meth:`state_dict`. Batches then travel one to a
+        message, so that a state never falls inside a group of them.
+        """
         from recordkit._torch import Loader, TorchIterable, keep
 
+        if stateful:
+            try:
+                from torchdata.stateful_dataloader import StatefulDataLoader as DataLoader
+            except ImportError:
+                raise ImportError("loader(stateful=True) needs torchdata: pip install torchdata") from None
+        else:
+            from torch.utils.data import DataLoader
+
         dataloader_args.setdefault("persistent_workers", num_workers > 0)
-        iterable = TorchIterable(self.prepare(), group_batches=16 if num_workers else 1)
+        group = 16 if num_workers and not stateful else 1
+        iterable = TorchIterable(self.prepare(), group_batches=group)
         return Loader(DataLoader(iterable, batch_size=None, num_workers=num_workers, collate_fn=keep, **dataloader_args))
 
     def __repr__(self) -> str:
