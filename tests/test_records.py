@@ -885,3 +885,58 @@ def test_a_gzip_bomb_read_through_a_file_object_raises_under_a_memory_limit(tmp_
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["ResourceExhaustedError", "True"]
+
+
+# --- following a growing file ---------------------------------------------------------
+
+
+def test_follow_yields_what_was_appended_and_waits_for_a_partial_record(tmp_path: Path) -> None:
+    path = tmp_path / "events.tfrecord"
+    path.write_bytes(b"")
+    reader = rk.TFRecordReader(path, follow=True)
+    assert list(reader) == []
+    records = [b"one", b"two", b"three" * 1000, b"four"]
+    frames = frame_tfrecord(records)
+    ends = list(itertools.accumulate(len(r) + 16 for r in records))
+    cuts = [0, 15, 16 + 3, 2 * 16 + 6 + 5, len(frames) - 20 - 3, len(frames) - 1, len(frames)]
+    seen: list[bytes] = []
+    for before, after in itertools.pairwise(cuts):
+        with open(path, "ab") as f:  # the writer adds bytes, cut anywhere, even mid-header
+            f.write(frames[before:after])
+        seen += list(reader)
+        assert seen == records[: sum(end <= after for end in ends)]  # every whole record, nothing more
+    assert seen == [b"one", b"two", b"three" * 1000, b"four"]
+    assert reader.position == len(frames)
+    assert reader.stats.records == 4
+
+
+def test_follow_goes_on_from_the_first_record_not_yielded(tmp_path: Path) -> None:
+    path = write(tmp_path / "f.tfrecord", [b"%d" % i for i in range(3000)])
+    reader = rk.TFRecordReader(path, follow=True)
+    first = list(itertools.islice(reader, 1500))  # a pass stopped early, mid-batch
+    with open(path, "ab") as f:
+        f.write(frame_tfrecord([b"appended"]))
+    assert first + list(reader) == [b"%d" % i for i in range(3000)] + [b"appended"]
+
+
+def test_follow_still_reports_real_damage(tmp_path: Path) -> None:
+    data = bytearray(frame_tfrecord([b"one", b"two"]))
+    data[-6] ^= 1  # the last record is whole, and its data CRC fails
+    path = tmp_path / "f.tfrecord"
+    path.write_bytes(bytes(data))
+    reader = rk.TFRecordReader(path, follow=True)
+    with pytest.raises(rk.DataLossError, match="CRC"):
+        list(reader)
+
+
+def test_follow_refuses_what_it_cannot_follow(tmp_path: Path) -> None:
+    path = write(tmp_path / "f.tfrecord.gz", [b"x"], "gzip")
+    with pytest.raises(ValueError, match="uncompressed"):
+        rk.TFRecordReader(path, follow=True)
+    plain = write(tmp_path / "f.tfrecord", [b"x"])
+    with open(plain, "rb") as f, pytest.raises(ValueError, match="file object"):
+        rk.TFRecordReader(f, follow=True)
+    with pytest.raises(ValueError, match="skip"):
+        rk.TFRecordReader(plain, follow=True, on_error="skip")
+    with pytest.raises(AttributeError, match="follow=True"):
+        rk.TFRecordReader(plain).position

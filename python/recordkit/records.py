@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Literal
 from recordkit import _native
 from recordkit._shardsets import remove_files, replaced_files, write_manifest
 from recordkit._sources import Source, open_input, open_output
-from recordkit.errors import DataLossWarning
+from recordkit.errors import DataLossError, DataLossWarning
 
 __all__ = [
     "TFRecordReader",
@@ -127,6 +127,7 @@ class _RecordReader:
         *,
         verify: bool = True,
         on_error: OnError = "raise",
+        follow: bool = False,
     ) -> None:
         if on_error not in ("raise", "skip"):
             raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
@@ -138,6 +139,20 @@ class _RecordReader:
         self._opened = open_input(path)
         self._scanner: Any = self._open_scanner()
         self._iterated = False
+        self._follow_at: tuple[int, int] | None = None  # (offset, record index) of the next record
+        if follow:
+            if on_error != "raise":
+                self.close()
+                raise ValueError(
+                    'follow=True waits for a record still being written; on_error="skip" would skip it'
+                )
+            if not self._opened.reopenable or self.compression != "none":
+                self.close()
+                raise ValueError(
+                    f"follow=True reads a growing uncompressed file by its path or URL; {self.name} is "
+                    + ("an open file object" if not self._opened.reopenable else f"{self.compression}-compressed")
+                )
+            self._follow_at = (0, 0)
 
     def _open_scanner(self) -> Any:
         try:
@@ -164,7 +179,10 @@ class _RecordReader:
         return self._scanner.compression if self._scanner is not None else self._compression
 
     def __iter__(self) -> Iterator[bytes]:
-        """Yields every record as ``bytes``. Iterating again starts over (paths and URLs only)."""
+        """Yields every record as ``bytes``. Iterating again starts over (paths and URLs only),
+        or, following a file, goes on from the first record not yet yielded."""
+        if self._follow_at is not None:
+            return self._follow()
         if self._iterated:
             if not self._opened.reopenable:
                 raise ValueError(f"a reader over a file object can be iterated once ({self.name})")
@@ -179,6 +197,59 @@ class _RecordReader:
         # an error to every one that asks after it (a generator would end early).
         batches = self._batches(self._scanner)
         return _native.SharedIterator(lambda: next(batches, []))
+
+    def _follow(self) -> Iterator[bytes]:
+        """The records appended since the last pass, up to the file's current clean end.
+
+        Records are handed out one at a time and the position moves past each as
+        it is handed out, so a pass stopped early (``break``) loses nothing. A
+        partial record at the end is a writer still writing it: the pass ends
+        there, and a later one reads it whole.
+        """
+        if self._scanner is None and self._iterated:
+            raise ValueError(f"I/O operation on a closed reader ({self.name})")
+        if self._iterated:
+            self.close()
+            self._opened = open_input(self._path)
+            self._scanner = self._open_scanner()
+        self._iterated = True
+        scanner = self._scanner
+        if scanner.compression != "none":
+            raise ValueError(f"{self.name} became {scanner.compression}-compressed while followed")
+        if self._follow_at != (0, 0):
+            scanner.seek(*self._follow_at)
+        pending: list[bytes] = []
+        ended = False
+
+        def refill() -> list[bytes]:
+            nonlocal ended
+            if not pending and not ended:
+                try:
+                    batch = scanner.next_batch(_BATCH_RECORDS, _BATCH_BYTES)
+                except DataLossError as error:
+                    # Everything before the damage has been handed out, so a record cut
+                    # short at the end starts where this reader stands: still being written.
+                    if error.kind not in ("truncated_record", "partial_header") or error.offset != self._follow_at[0]:
+                        raise
+                    batch = []
+                ended = not batch
+                pending.extend(reversed(batch))
+            if not pending:
+                return []
+            record = pending.pop()
+            offset, index = self._follow_at  # type: ignore[misc]
+            self._follow_at = (offset + len(record) + 16, index + 1)
+            self.stats.records += 1
+            return [record]
+
+        return _native.SharedIterator(refill)
+
+    @property
+    def position(self) -> int:
+        """Following a file: the offset of the next record to read (the clean end so far)."""
+        if self._follow_at is None:
+            raise AttributeError("position is kept only when following a file (follow=True)")
+        return self._follow_at[0]
 
     def _batches(self, scanner: Any) -> Iterator[list[bytes]]:
         while True:
@@ -230,6 +301,11 @@ class TFRecordReader(_RecordReader):
             first damage, after yielding every intact record before it.
             ``"skip"`` resynchronizes at the next intact record, counts the
             damage in :attr:`stats` and warns with :class:`DataLossWarning`.
+        follow: Follow a growing uncompressed file, as TensorBoard reads event
+            files: a pass ends at the current clean end of the data, and the
+            next pass (iterate the same reader again) yields the records
+            appended since. A partial record at the end is waited for, not
+            reported. :attr:`position` is the offset reached.
 
     Raises:
         DataLossError: On damage: bad CRCs, truncated records, 1-11 stray bytes
