@@ -266,7 +266,9 @@ impl Scanner {
             "the file shrank while it was read: its bytes from offset {at} on are gone \
              (another process truncated or rewrote it)"
         );
-        Err(self.data_loss(DamageKind::TruncatedWhileReading, at, detail).into())
+        Err(self
+            .data_loss(DamageKind::TruncatedWhileReading, at, detail)
+            .into())
     }
 
     fn next_batch_unchecked(

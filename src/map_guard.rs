@@ -165,7 +165,10 @@ mod imp {
         let page = PAGE.load(Ordering::Relaxed);
         for slot in TABLE.iter() {
             let start = slot.start.load(Ordering::Acquire);
-            if start == 0 || start == BUSY || addr < start || addr >= slot.end.load(Ordering::Relaxed)
+            if start == 0
+                || start == BUSY
+                || addr < start
+                || addr >= slot.end.load(Ordering::Relaxed)
             {
                 continue;
             }
@@ -197,8 +200,11 @@ mod imp {
             Some(p) if p.sa_sigaction != libc::SIG_DFL && p.sa_sigaction != libc::SIG_IGN => {
                 if p.sa_flags & libc::SA_SIGINFO != 0 {
                     // SAFETY: an SA_SIGINFO handler has this signature.
-                    let handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                        unsafe { std::mem::transmute(p.sa_sigaction) };
+                    let handler: extern "C" fn(
+                        libc::c_int,
+                        *mut libc::siginfo_t,
+                        *mut libc::c_void,
+                    ) = unsafe { std::mem::transmute(p.sa_sigaction) };
                     handler(signal, info, context);
                 } else {
                     // SAFETY: a plain handler takes the signal number.

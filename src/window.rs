@@ -249,7 +249,10 @@ impl<R: Read + Send + Sync> Window for StreamWindow<R> {
             self.buf.try_reserve(READ_CHUNK).map_err(|_| {
                 io::Error::new(
                     io::ErrorKind::OutOfMemory,
-                    format!("no memory to hold {} more bytes of a record", old + READ_CHUNK),
+                    format!(
+                        "no memory to grow the buffer holding a record to {} bytes",
+                        old + READ_CHUNK
+                    ),
                 )
             })?;
             self.buf.resize(old + READ_CHUNK, 0);

@@ -88,7 +88,10 @@ fn open_path(
         let reopen = move || -> std::io::Result<Stream<File>> {
             let mut again = file.try_clone()?;
             again.rewind()?;
-            Ok(Stream::Compressed(Box::new(Inflater::new(again, compression))))
+            Ok(Stream::Compressed(Box::new(Inflater::new(
+                again,
+                compression,
+            ))))
         };
         return Ok((
             Box::new(StreamWindow::rereadable(Box::new(reopen)).map_err(io)?),
