@@ -170,7 +170,15 @@ pub struct Scanner {
     records: u64,
     state: State,
     skipped: Vec<Skipped>,
+    /// Prefix CRCs of the stream while skipping damage (see [`DIRECT_CRC_MAX`]).
+    crcs: Option<PrefixCrcs>,
 }
+
+/// While skipping damage, a payload longer than this has its CRC computed
+/// from prefix CRCs, not by reading it: hostile bytes can follow every intact
+/// record with a header claiming most of the file, and reading each claimed
+/// payload made the scan quadratic. Shorter payloads cost at most this much.
+const DIRECT_CRC_MAX: u64 = 16 << 10;
 
 impl Scanner {
     /// `verify` checks payload CRCs (length CRCs are always checked: they
@@ -205,6 +213,7 @@ impl Scanner {
             records: 0,
             state: State::Active,
             skipped: Vec::new(),
+            crcs: None,
         })
     }
 
@@ -295,7 +304,22 @@ impl Scanner {
                 detail,
             } => self.resync(start, kind, offset, detail)?,
         }
-        self.win.release(self.pos);
+        // Prefix CRCs computed ahead of the reader are kept (the bytes they
+        // cover are not read again); with none ahead, a later need starts afresh.
+        if self
+            .crcs
+            .as_ref()
+            .is_some_and(|c| c.first_kept() < self.pos)
+        {
+            self.crcs = None;
+        }
+        match &mut self.crcs {
+            Some(crcs) => {
+                crcs.forget_before(self.pos);
+                self.win.release(crcs.needed_from(self.pos));
+            }
+            None => self.win.release(self.pos),
+        }
         let mut bytes = 0usize;
         while out.len() < max_records && bytes < max_bytes && matches!(self.state, State::Active) {
             if let Some(span) = self.intact_mapped_frame() {
@@ -356,6 +380,7 @@ impl Scanner {
         }
         self.pos = pos;
         self.records = record_index;
+        self.crcs = None;
         Ok(())
     }
 
@@ -423,6 +448,9 @@ impl Scanner {
         let frame_end = data_end.checked_add(self.format.footer_len() as usize)?;
         if frame_end > all.len() {
             return None;
+        }
+        if self.skip_damaged && length > DIRECT_CRC_MAX {
+            return None; // checked from prefix CRCs by `frame_at`
         }
         if self.verify && self.format == Format::TfRecord {
             let stored = u32::from_le_bytes(all[data_end..frame_end].try_into().unwrap());
@@ -575,10 +603,16 @@ impl Scanner {
             len: length as usize,
         };
         if check_crc {
-            let data = self.win.bytes(span.pos, span.len);
+            let crc = if self.skip_damaged && length > DIRECT_CRC_MAX {
+                let origin = self.pos;
+                let crcs = self.crcs.get_or_insert_with(|| PrefixCrcs::new(origin));
+                crcs.range(self.win.as_mut(), data_at, data_at + length)
+                    .map_err(|e| self.io_error(e))?
+            } else {
+                crate::crc::crc32c(self.win.bytes(span.pos, span.len))
+            };
             let footer = self.win.bytes(span.pos + length, 4);
-            let stored = u32::from_le_bytes(footer.try_into().unwrap());
-            if unmask(stored) != crate::crc::crc32c(data) {
+            if unmask(u32::from_le_bytes(footer.try_into().unwrap())) != crc {
                 return Ok(corrupt);
             }
         }
@@ -594,37 +628,54 @@ impl Scanner {
     /// not from reading its payload, which hostile bytes (a plausible header
     /// every few bytes, each claiming most of the file) made quadratic.
     fn resync(&mut self, start: u64, kind: DamageKind, offset: u64, detail: String) -> Result<()> {
-        const SCAN: u64 = 1 << 20;
         let mut candidate = start + 1;
-        let mut prefix = PrefixCrcs::new(candidate);
+        let origin = self.pos;
+        let mut prefix = self.crcs.take().unwrap_or_else(|| PrefixCrcs::new(origin));
+        let found = self.search(&mut prefix, &mut candidate);
+        self.crcs = Some(prefix);
+        match found? {
+            Some(at) => self.end_skip(start, at, State::Active, (offset, kind, detail)),
+            None => self.end_skip(start, candidate, State::Done, (offset, kind, detail)),
+        }
+        Ok(())
+    }
+
+    /// The next offset from `candidate` on where a whole record checks, or
+    /// None at the end (`candidate` is then the end).
+    fn search(&mut self, prefix: &mut PrefixCrcs, candidate: &mut u64) -> Result<Option<u64>> {
+        const SCAN: u64 = 1 << 20;
         loop {
             prefix
-                .advance_to(self.win.as_mut(), candidate)
+                .advance_to(self.win.as_mut(), *candidate)
                 .map_err(|e| self.io_error(e))?;
-            self.win
-                .release(prefix.checkpoint_before(candidate).min(prefix.first_kept()));
+            prefix.forget_before(*candidate);
+            self.win.release(prefix.needed_from(*candidate));
             let got = self
                 .win
-                .fill(candidate, SCAN + TF_HEADER as u64)
+                .fill(*candidate, SCAN + TF_HEADER as u64)
                 .map_err(|e| self.io_error(e))?;
             if got < TF_HEADER as u64 {
-                self.end_skip(start, candidate + got, State::Done, (offset, kind, detail));
-                return Ok(());
+                *candidate += got;
+                return Ok(None);
             }
-            let window = self.win.bytes(candidate, got as usize);
-            let hits: Vec<u64> = (0..=got as usize - TF_HEADER)
-                .filter(|&i| header_crc_ok(&window[i..i + TF_HEADER]))
-                .map(|i| candidate + i as u64)
-                .collect();
-            for at in hits {
-                if self.payload_crc_checks(&mut prefix, at)? {
-                    if let Frame::Record(_) = self.frame_at(at, true)? {
-                        self.end_skip(start, at, State::Active, (offset, kind, detail));
-                        return Ok(());
-                    }
+            // Each offset's header is checked once, and the search stops at the
+            // first whole record: damage every few records must not cost a
+            // whole scan window each time.
+            let last = got as usize - TF_HEADER;
+            let mut i = 0;
+            while i <= last {
+                let window = self.win.bytes(*candidate, got as usize);
+                let Some(hit) = (i..=last).find(|&j| header_crc_ok(&window[j..j + TF_HEADER]))
+                else {
+                    break;
+                };
+                // The payload check is what `frame_at` makes, from prefix CRCs.
+                if self.payload_crc_checks(prefix, *candidate + hit as u64)? {
+                    return Ok(Some(*candidate + hit as u64));
                 }
+                i = hit + 1;
             }
-            candidate += got - TF_HEADER as u64 + 1;
+            *candidate += got - TF_HEADER as u64 + 1;
         }
     }
 
@@ -675,11 +726,13 @@ impl Scanner {
 
 /// CRC-32Cs of every prefix of a stream from `origin`, kept at checkpoints
 /// every [`PrefixCrcs::STEP`] bytes, so that the CRC of any range after the
-/// last released checkpoint costs at most two short CRCs and one `shift`.
+/// last forgotten checkpoint costs at most two short CRCs and one `shift`.
 struct PrefixCrcs {
     origin: u64,
-    /// `checkpoints[k]` is the CRC of `[origin, origin + k * STEP)`.
-    checkpoints: Vec<u32>,
+    /// Checkpoints forgotten from the front (their bytes are behind the reader).
+    forgotten: u64,
+    /// `checkpoints[k]` is the CRC of `[origin, origin + (forgotten + k) * STEP)`.
+    checkpoints: std::collections::VecDeque<u32>,
 }
 
 impl PrefixCrcs {
@@ -688,13 +741,14 @@ impl PrefixCrcs {
     fn new(origin: u64) -> Self {
         PrefixCrcs {
             origin,
-            checkpoints: vec![0],
+            forgotten: 0,
+            checkpoints: [0].into(),
         }
     }
 
     /// Where the last computed checkpoint is.
     fn first_kept(&self) -> u64 {
-        self.origin + (self.checkpoints.len() as u64 - 1) * Self::STEP
+        self.origin + (self.forgotten + self.checkpoints.len() as u64 - 1) * Self::STEP
     }
 
     /// The checkpoint at or before `pos`: every range asked for later starts
@@ -703,16 +757,32 @@ impl PrefixCrcs {
         self.origin + (pos - self.origin) / Self::STEP * Self::STEP
     }
 
+    /// Where a window may release bytes up to: nothing before it is read again.
+    fn needed_from(&self, pos: u64) -> u64 {
+        self.checkpoint_before(pos).min(self.first_kept())
+    }
+
+    /// Drops the checkpoints before the one at or before `pos` (ranges asked
+    /// for later start at or after `pos`), so memory follows the bytes ahead
+    /// of the reader, not the file's size.
+    fn forget_before(&mut self, pos: u64) {
+        let keep_from = (pos - self.origin) / Self::STEP;
+        while self.forgotten < keep_from && self.checkpoints.len() > 1 {
+            self.checkpoints.pop_front();
+            self.forgotten += 1;
+        }
+    }
+
     /// Computes checkpoints up to the last one at or before `pos` (each byte
-    /// is read once over the whole search).
+    /// is read once over the whole scan).
     fn advance_to(&mut self, win: &mut dyn Window, pos: u64) -> io::Result<()> {
         while self.first_kept() + Self::STEP <= pos {
             let from = self.first_kept();
             if win.fill(from, Self::STEP)? < Self::STEP {
                 break;
             }
-            let last = *self.checkpoints.last().unwrap();
-            self.checkpoints.push(crc32c::crc32c_append(
+            let last = *self.checkpoints.back().unwrap();
+            self.checkpoints.push_back(crc32c::crc32c_append(
                 last,
                 win.bytes(from, Self::STEP as usize),
             ));
@@ -720,16 +790,18 @@ impl PrefixCrcs {
         Ok(())
     }
 
-    /// The CRC of `[origin, pos)`; `pos` must not be before the last released checkpoint.
+    /// The CRC of `[origin, pos)`; `pos` must not be before the last forgotten checkpoint.
     fn at(&mut self, win: &mut dyn Window, pos: u64) -> io::Result<u32> {
         self.advance_to(win, pos)?;
-        let k = ((pos - self.origin) / Self::STEP) as usize;
-        let from = self.origin + k as u64 * Self::STEP;
-        let base = self.checkpoints[k.min(self.checkpoints.len() - 1)];
-        let from = from.min(self.first_kept());
+        let k = (pos - self.origin) / Self::STEP;
+        let kept = k
+            .checked_sub(self.forgotten)
+            .ok_or_else(|| io::Error::other("a CRC was asked for bytes already passed"))?;
+        let kept = (kept as usize).min(self.checkpoints.len() - 1);
+        let from = self.origin + (self.forgotten + kept as u64) * Self::STEP;
         win.fill(from, pos - from)?;
         Ok(crc32c::crc32c_append(
-            base,
+            self.checkpoints[kept],
             win.bytes(from, (pos - from) as usize),
         ))
     }

@@ -648,6 +648,37 @@ def test_skipping_hostile_damage_is_linear(tmp_path: Path, source: str) -> None:
     assert reader.stats.bytes_skipped == 4 << 20 and reader.stats.damaged_regions[0].record_index == 0
 
 
+def _intact_then_lying(size: int) -> bytes:
+    """An intact record, then a header (its CRC right) claiming most of the rest, again and again."""
+    out = bytearray()
+    while len(out) < size:
+        out += frame_tfrecord([b"x"])
+        claim = size - len(out) - 12 - 4 - 100
+        if claim <= 0:
+            break
+        out += struct.pack("<Q", claim) + struct.pack("<I", masked_crc32c(struct.pack("<Q", claim)))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("source", ["path", "gzip"])
+def test_skipping_damage_after_every_record_is_linear(tmp_path: Path, source: str) -> None:
+    # Each lying claim's payload CRC used to be computed by reading it, and each
+    # resynchronization checked a whole 1 MiB window of headers before the first:
+    # 1 MB took 65 s and 4 MB 434 s here. Now 4 MB takes about 1 s.
+    data = _intact_then_lying(4 << 20)
+    path = tmp_path / ("h.tfrecord.gz" if source == "gzip" else "h.tfrecord")
+    path.write_bytes(gzip.compress(data, 1) if source == "gzip" else data)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rk.DataLossWarning)
+        reader = rk.TFRecordReader(path, on_error="skip")
+        kept = list(reader)
+    assert time.perf_counter() - start < 10
+    assert set(kept) == {b"x"}  # every intact record, and nothing from a lying header
+    assert len(kept) == data.count(frame_tfrecord([b"x"])) and len(kept) > 100_000
+    assert sum(r.bytes_skipped for r in reader.stats.damaged_regions) == len(data) - 17 * len(kept)
+
+
 def test_temporary_files_of_killed_writers_are_removed_by_the_next_writer(tmp_path: Path) -> None:
     import signal
 
