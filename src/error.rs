@@ -21,6 +21,8 @@ pub enum DamageKind {
     CorruptStream,
     /// A mapped file lost bytes (another process truncated it) while read.
     TruncatedWhileReading,
+    /// While skipping damage in a stream, a record over the size that can be checked.
+    TooLargeToSkip,
 }
 
 impl DamageKind {
@@ -35,6 +37,7 @@ impl DamageKind {
             DamageKind::TruncatedStream => "truncated_stream",
             DamageKind::CorruptStream => "corrupt_stream",
             DamageKind::TruncatedWhileReading => "truncated_while_reading",
+            DamageKind::TooLargeToSkip => "too_large_to_skip",
         }
     }
 }

@@ -50,10 +50,11 @@ const TF_HEADER: usize = 12;
 /// far) are read ahead before a stream window holds them: see `frame_at`.
 const READ_AHEAD_FROM: u64 = 64 << 20;
 
-/// While searching past damage in a stream (not a mapped file), a candidate
-/// record claiming more than this is not taken for a record: checking it
-/// would mean holding all of its claimed bytes, and a hostile stream can put
-/// such a claim every few bytes. Mapped files have no such limit.
+/// While skipping damage in a stream (not a mapped file), a record claiming
+/// more than this is damage, and a candidate claiming more is not taken for a
+/// record: checking it would mean holding all of its claimed bytes (or
+/// reading them twice), and a hostile stream can put such a claim every few
+/// bytes. Mapped files have no such limit, nor has reading without skipping.
 pub const STREAM_RESYNC_MAX_RECORD: u64 = 64 << 20;
 
 /// Whether `bytes` starts with a TFRecord header whose length CRC checks.
@@ -567,6 +568,21 @@ impl Scanner {
             detail: format!("corrupted record at {data_at}: the data fails its CRC"),
         };
         let check_crc = verify && self.format == Format::TfRecord;
+        if self.skip_damaged && self.win.whole().is_none() && length > STREAM_RESYNC_MAX_RECORD {
+            // Checking it means holding it or reading it twice, and a hostile
+            // stream can put such a claim after every record: while skipping,
+            // a stream's records over the limit are damage, reported as such.
+            return Ok(Frame::Damage {
+                kind: DamageKind::TooLargeToSkip,
+                start,
+                offset: start,
+                detail: format!(
+                    "the record at {start} claims {length} bytes: while skipping damage in a compressed \
+                     or streamed file, records over {} MiB are not checked (read it with on_error=\"raise\")",
+                    STREAM_RESYNC_MAX_RECORD >> 20
+                ),
+            });
+        }
         // A stream's bytes are held until a record is whole. A claim beyond
         // both READ_AHEAD_FROM and all the stream has given so far is checked
         // first by reading ahead without holding (where the source can be read

@@ -886,6 +886,11 @@ def test_a_large_gzip_record_is_read_back_after_reading_ahead(tmp_path: Path) ->
     path = tmp_path / "large.tfrecord.gz"
     write(path, records, "gzip")
     assert list(rk.TFRecordReader(path)) == records
+    # Skipping damage, a stream's record over 64 MiB is damage, reported, never held.
+    with pytest.warns(rk.DataLossWarning, match="over 64 MiB"):
+        reader = rk.TFRecordReader(path, on_error="skip")
+        assert list(reader) == [b"a", b"b" * 1000, b"c"]
+    assert [r.kind for r in reader.stats.damaged_regions] == ["too_large_to_skip"]
     # The same record with its CRC broken is caught by the read-ahead.
     raw = bytearray(gzip.decompress(path.read_bytes()))
     raw[12 + 1 + 4 + 12 + 1000 + 4 + 12 + 5] ^= 1
