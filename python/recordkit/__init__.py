@@ -109,6 +109,8 @@ __all__ = [
     "DatasetStats",
     "FeatureStats",
     "plot_stats",
+    "read_table",
+    "read_batches",
     "list_files",
     "build_index",
     "read_index",
@@ -135,6 +137,8 @@ _LAZY = {
     "DatasetStats": "recordkit.stats",
     "FeatureStats": "recordkit.stats",
     "plot_stats": "recordkit.stats",
+    "read_table": "recordkit.tables",
+    "read_batches": "recordkit.tables",
 }
 
 

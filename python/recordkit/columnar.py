@@ -88,11 +88,13 @@ def example_column_batches(
     compression: str | None = "auto",
     verify: bool = True,
     limit: int | None = None,
+    flat_bytes: bool = False,
 ) -> Iterator[tuple[int, list[Any]]]:
     """``(records, [(values, counts, uniform)] per request)`` batches of Examples, framed,
     checked and parsed in one Rust call each (counts are -1 where a record lacks the
     feature). Batches do not span files. With ``limit``, at most that many records,
-    taken from every file in turn (:func:`per_file_limit`)."""
+    taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``, byte
+    strings come as ``(offsets, data)`` arrays instead of object arrays."""
     taken = 0
     for path in paths:
         want = None if limit is None else min(per_file_limit(limit, len(paths)), limit - taken)
@@ -107,7 +109,7 @@ def example_column_batches(
                 read = 0
                 while want is None or read < want:
                     count, columns = scanner.next_example_batch(
-                        batch_size if want is None else min(batch_size, want - read), requests)
+                        batch_size if want is None else min(batch_size, want - read), requests, flat_bytes)
                     if not count:
                         break
                     read += count

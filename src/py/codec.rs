@@ -132,6 +132,74 @@ fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
 /// A parsed column as Python gets it: `(values, counts, uniform)`.
 pub type PyColumn = (Py<PyAny>, Py<PyAny>, i64);
 
+/// Byte strings as Arrow lays them out: one data buffer and `n + 1` offsets
+/// into it, made without one Python object per value.
+struct FlatBytes {
+    offsets: Vec<i64>,
+    data: Vec<u8>,
+}
+
+impl FlatBytes {
+    fn new(values: &[&[u8]]) -> Self {
+        let mut offsets = Vec::with_capacity(values.len() + 1);
+        let mut data = Vec::with_capacity(values.iter().map(|v| v.len()).sum());
+        offsets.push(0);
+        for v in values {
+            data.extend_from_slice(v);
+            offsets.push(data.len() as i64);
+        }
+        FlatBytes { offsets, data }
+    }
+}
+
+/// Columns for Python, with byte strings flattened (`flat`) into
+/// `(offsets, data)` NumPy arrays with the GIL released, or else as object
+/// arrays of `bytes`.
+pub fn columns_out(py: Python<'_>, columns: Vec<Column<'_>>, flat: bool) -> Vec<PyColumn> {
+    if !flat {
+        return columns_to_py(py, columns);
+    }
+    let flattened: Vec<Option<FlatBytes>> = py.detach(|| {
+        columns
+            .iter()
+            .map(|c| match &c.values {
+                Buffer::Bytes(v) => Some(FlatBytes::new(v)),
+                _ => None,
+            })
+            .collect()
+    });
+    columns
+        .into_iter()
+        .zip(flattened)
+        .map(|(c, flat)| {
+            let uniform = uniform_count(&c.counts);
+            let values = match flat {
+                Some(FlatBytes { offsets, data }) => (
+                    offsets.into_pyarray(py),
+                    data.into_pyarray(py),
+                )
+                    .into_pyobject(py)
+                    .expect("a tuple of two arrays")
+                    .into_any()
+                    .unbind(),
+                None => buffer_to_py(py, c.values),
+            };
+            (values, c.counts.into_pyarray(py).into_any().unbind(), uniform)
+        })
+        .collect()
+}
+
+/// The count every record has when they all have the same (and none lacks
+/// the feature), else -2.
+fn uniform_count(counts: &[i64]) -> i64 {
+    let first = counts.first().copied().unwrap_or(-2);
+    if first >= 0 && counts.iter().all(|&n| n == first) {
+        first
+    } else {
+        -2
+    }
+}
+
 /// `(values, counts, uniform)` per column, `uniform` being the count every
 /// record has when they all have the same (and none lacks the feature), else -2:
 /// the common dense case then needs no array operation in Python.
@@ -139,12 +207,7 @@ pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>) -> Vec<PyColumn> 
     columns
         .into_iter()
         .map(|c| {
-            let first = c.counts.first().copied().unwrap_or(-2);
-            let uniform = if first >= 0 && c.counts.iter().all(|&n| n == first) {
-                first
-            } else {
-                -2
-            };
+            let uniform = uniform_count(&c.counts);
             (
                 buffer_to_py(py, c.values),
                 c.counts.into_pyarray(py).into_any().unbind(),
@@ -186,10 +249,12 @@ fn payloads(records: &Bound<'_, PyAny>) -> PyResult<Vec<Payload>> {
 /// Parses serialized Examples into columns: for each `(key, dtype)` request,
 /// `(values, counts)` with counts -1 where a record lacks the feature.
 #[pyfunction]
+#[pyo3(signature = (records, requests, flat_bytes = false))]
 pub fn parse_example_columns(
     py: Python<'_>,
     records: &Bound<'_, PyAny>,
     requests: Vec<(String, String)>,
+    flat_bytes: bool,
 ) -> PyResult<Vec<PyColumn>> {
     crate::py::errors::guard(|| {
         let payloads = payloads(records)?;
@@ -198,7 +263,7 @@ pub fn parse_example_columns(
         let columns = py
             .detach(|| parse_examples(&slices, &requests))
             .map_err(Error::from)?;
-        Ok(columns_to_py(py, columns))
+        Ok(columns_out(py, columns, flat_bytes))
     })
 }
 

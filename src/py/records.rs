@@ -20,7 +20,7 @@ use crate::example::{
 use crate::framing::{
     header_len, seal_frame, seal_frame_at, write_ofrecord, write_tfrecord, Format, Scanner, Span,
 };
-use crate::py::codec::{columns_to_py, requests, ColumnSource, Held, PyColumn};
+use crate::py::codec::{columns_out, requests, ColumnSource, Held, PyColumn};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
 use crate::py::shared::lock_shared;
 use crate::window::{MappedWindow, Stream, StreamWindow, Window};
@@ -215,13 +215,16 @@ impl PyRecordScanner {
     }
 
     /// Frames up to `max_records` records and parses them as Examples in the
-    /// same call: `(records framed, [(values, counts)] per request)`.
+    /// same call: `(records framed, [(values, counts)] per request)`; with
+    /// `flat_bytes`, byte strings come as `(offsets, data)` arrays (Arrow's layout).
     #[allow(clippy::type_complexity)]
+    #[pyo3(signature = (max_records, requests, flat_bytes = false))]
     fn next_example_batch(
         &self,
         py: Python<'_>,
         max_records: usize,
         requests: Vec<(String, String)>,
+        flat_bytes: bool,
     ) -> PyResult<(usize, Vec<PyColumn>)> {
         crate::py::errors::guard(|| {
             let requests = self::requests(requests)?;
@@ -245,7 +248,7 @@ impl PyRecordScanner {
                 })
             })?;
             let n = spans.len();
-            let columns = columns_to_py(py, columns);
+            let columns = columns_out(py, columns, flat_bytes);
             scanner.check_source()?;
             state.spans = spans;
             Ok((n, columns))

@@ -1,0 +1,93 @@
+"""Arrow benchmark: recordkit's `read_table` vs TensorFlow 2.21 on the same file, same process.
+
+1. 1 M tutorial-schema records -> a table: recordkit's `read_table(path, spec)`
+   (a pyarrow Table) and its `.to_pandas()`, against TensorFlow's
+   `TFRecordDataset(path).batch(1024).map(parse_example)` gathered into a pandas
+   DataFrame, at TensorFlow's defaults (every core) and limited to one thread.
+   Target: >= 20 x.
+2. The string column: `read_table`'s large_binary column against the object
+   array of `bytes` that `read_examples` builds, same records. Target: >= 2 x.
+3. 150 KB records -> a table, in GB/s of payload. Target: >= 3 GB/s.
+
+Usage: python benchmarks/bench_tables.py [--records N] [--large N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import DATA, best_of_each, import_tensorflow, require_release_build, warm  # noqa: E402
+from bench_examples import LARGE_SPEC, SPEC, large_columns, tutorial_columns  # noqa: E402
+
+import recordkit as rk  # noqa: E402
+
+
+def tf_to_pandas(tf, path, tf_spec, threads: int | None):
+    import pandas as pd
+
+    ds = tf.data.TFRecordDataset(str(path)).batch(1024).map(lambda b: tf.io.parse_example(b, tf_spec))
+    if threads:
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = threads
+        ds = ds.with_options(options)
+    parts = [{k: v.numpy() for k, v in batch.items()} for batch in ds]
+    return pd.DataFrame({k: __import__("numpy").concatenate([p[k] for p in parts]) for k in tf_spec})
+
+
+def rk_strings_as_objects(path) -> int:
+    n = 0
+    for batch in rk.read_examples(path, {"feature2": SPEC["feature2"]}, batch_size=65536):
+        n += len(batch["feature2"])
+    return n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--large", type=int, default=4_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    require_release_build()
+    DATA.mkdir(exist_ok=True)
+    tf = import_tensorflow()
+    print(f"recordkit {rk.__version__}; TensorFlow {tf.__version__ if tf else 'not installed'}; {os.cpu_count()} CPUs")
+
+    path = DATA / f"tutorial-{args.records}.tfrecord"
+    if not path.exists():
+        rk.write_examples(path, tutorial_columns(args.records))
+    warm(path)
+    contenders = [lambda: rk.read_table(path, SPEC), lambda: rk.read_table(path, SPEC).to_pandas()]
+    names = ["read_table", "read_table().to_pandas()"]
+    if tf:
+        tf_spec = {k: tf.io.FixedLenFeature([], {"int64": tf.int64, "string": tf.string, "float32": tf.float32}[v.dtype],
+                                            default_value=v.default_value) for k, v in SPEC.items()}
+        contenders += [lambda: tf_to_pandas(tf, path, tf_spec, None), lambda: tf_to_pandas(tf, path, tf_spec, 1)]
+        names += ["TensorFlow -> pandas (defaults)", "TensorFlow -> pandas (1 thread)"]
+    timed = best_of_each(contenders, args.repeats)
+    print(f"\n1. {args.records:,} tutorial records -> table")
+    for name, (seconds, _) in zip(names, timed):
+        print(f"   {name:<34}{seconds:8.3f} s  {args.records / seconds / 1e6:6.2f} M records/s")
+    if tf:
+        for i, view in ((2, "TensorFlow at its defaults"), (3, "TensorFlow on one thread")):
+            print(f"   ratio vs {view}: read_table {timed[i][0] / timed[0][0]:.1f} x, "
+                  f"to_pandas {timed[i][0] / timed[1][0]:.1f} x (target >= 20 x)")
+
+    strings = best_of_each([lambda: rk.read_table(path, {"feature2": SPEC["feature2"]}),
+                            lambda: rk_strings_as_objects(path)], args.repeats)
+    print(f"\n2. the string column: large_binary {strings[0][0]:.3f} s, object array of bytes {strings[1][0]:.3f} s: "
+          f"{strings[1][0] / strings[0][0]:.1f} x (target >= 2 x)")
+
+    large = DATA / f"large-examples-{args.large}.tfrecord"
+    if not large.exists():
+        rk.write_examples(large, large_columns(args.large, 150_000))
+    warm(large)
+    (seconds, table), = best_of_each([lambda: rk.read_table(large, LARGE_SPEC)], args.repeats)
+    payload = table.column("image").nbytes
+    print(f"\n3. {args.large:,} records of 150 KB -> table: {payload / seconds / 1e9:.2f} GB/s (target >= 3 GB/s)")
+
+
+if __name__ == "__main__":
+    main()

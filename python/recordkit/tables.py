@@ -1,0 +1,327 @@
+"""TFRecord files as Arrow tables and streams of record batches, for pandas,
+Polars, DuckDB and Parquet.
+
+Records are framed, checked and parsed in Rust a batch per call; byte strings
+arrive as one data buffer and its offsets (Arrow's own layout), numbers as
+NumPy arrays that pyarrow wraps without copying. No Python object is made per
+value or per row.
+
+>>> table = rk.read_table("train.tfrecord", {"label": rk.FixedLenFeature([], "int64")})  # doctest: +SKIP
+>>> table.to_pandas()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence
+
+import numpy as np
+
+from recordkit.columnar import example_column_batches
+from recordkit.errors import ParseError
+from recordkit.features import FeatureSpec, FixedLenFeature, VarLenFeature
+from recordkit.parsing import _TF_TYPE, _shape_text
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from recordkit._sources import PathLike
+
+__all__ = ["read_table", "read_batches"]
+
+Strings = Literal["binary", "utf8"]
+
+
+@dataclass(frozen=True)
+class _Column:
+    """How one output column is made from its parsed values.
+
+    ``shape`` is () for a scalar, the dense shape for a fixed-length column,
+    and None for a list. ``nullable`` columns make a missing feature null
+    (an inferred schema); otherwise TensorFlow's rules hold: a fixed-length
+    feature takes its default or is an error, a list is empty.
+    """
+
+    name: str
+    dtype: str  # "int64", "float32" or "string"
+    shape: tuple[int, ...] | None
+    default: Any = None
+    nullable: bool = False
+    inferred_from: int = 0  # records the schema was inferred from (0: a spec was given)
+
+
+def _plan(features: Mapping[str, FeatureSpec], columns: Sequence[str] | None) -> list[_Column]:
+    wanted = list(features) if columns is None else list(columns)
+    unknown = [name for name in wanted if name not in features]
+    if unknown:
+        raise ValueError(f"columns {unknown} are not in the spec; it has {sorted(features)}")
+    plan = []
+    for name in wanted:
+        spec = features[name]
+        if isinstance(spec, FixedLenFeature):
+            shape = tuple(spec.shape)
+            plan.append(_Column(name, spec.dtype, shape, spec._default if math.prod(shape) else None))  # type: ignore[attr-defined]
+        elif isinstance(spec, VarLenFeature):
+            plan.append(_Column(name, spec.dtype, None))
+        else:
+            raise TypeError(
+                f"{name}: read_table and read_batches take FixedLenFeature and VarLenFeature specs so far, "
+                f"not {type(spec).__name__}; parse_example reads every kind"
+            )
+    return plan
+
+
+def _infer_plan(source: Any, columns: Sequence[str] | None, compression: str | None, sample: int) -> list[_Column]:
+    """One column per feature seen in the first ``sample`` records: a scalar where every
+    record holding it holds one value, else a list; a missing feature is null."""
+    from recordkit.schema import infer_schema
+
+    schema = infer_schema(source, limit=sample, compression=compression, format="tfrecord")
+    if schema.container != "example":
+        raise ValueError(f"read_table infers schemas of tf.train.Example files; these hold {schema.container}s")
+    dtypes = {"int64": "int64", "float": "float32", "bytes": "string"}
+    plan = []
+    for name, info in sorted(schema.features.items()):
+        if columns is not None and name not in columns:
+            continue
+        if info.kind == "mixed":
+            raise ParseError(
+                f"feature {name!r} holds different kinds in different records of the first {schema.records}: "
+                "pass features= to say which to read", key=name,
+            )
+        if info.kind not in dtypes:
+            continue  # never set in the sample: no type to give it
+        shape = () if info.min_values == info.max_values == 1 else None
+        plan.append(_Column(name, dtypes[info.kind], shape, nullable=True, inferred_from=schema.records))
+    if columns is not None:
+        missing = [name for name in columns if name not in {c.name for c in plan}]
+        if missing:
+            raise ValueError(f"columns {missing} were not seen in the first {schema.records} records")
+    return plan
+
+
+def _arrow_type(column: _Column, strings: Strings) -> "pa.DataType":
+    import pyarrow as pa
+
+    value = {"int64": pa.int64(), "float32": pa.float32()}.get(column.dtype) or (
+        pa.large_string() if strings == "utf8" else pa.large_binary()
+    )
+    if column.shape is None:
+        return pa.large_list(value)
+    for size in reversed(column.shape):
+        value = pa.list_(value, size)
+    return value
+
+
+def _flat_values(column: _Column, values: Any, strings: Strings, first_record: int, counts: np.ndarray) -> "pa.Array":
+    """The parsed values of a batch as one Arrow array, without copying numbers."""
+    import pyarrow as pa
+
+    if column.dtype != "string":
+        return pa.array(values)
+    offsets, data = values
+    kind = pa.large_string() if strings == "utf8" else pa.large_binary()
+    flat = pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    if strings == "utf8":
+        try:
+            flat.validate(full=True)
+        except pa.ArrowInvalid:
+            raise _bad_utf8(column, offsets, data, counts, first_record) from None
+    return flat
+
+
+def _bad_utf8(column: _Column, offsets: np.ndarray, data: np.ndarray, counts: np.ndarray, first_record: int) -> ParseError:
+    """Names the first record whose value is not UTF-8 (only once something is wrong)."""
+    raw = data.tobytes()
+    owners = np.repeat(np.arange(len(counts)), np.maximum(counts, 0))
+    for i in range(len(offsets) - 1):
+        try:
+            raw[offsets[i] : offsets[i + 1]].decode("utf-8")
+        except UnicodeDecodeError as e:
+            record = first_record + int(owners[i])
+            return ParseError(
+                f"Key: {column.name}, Index: {record}. A value is not valid UTF-8 ({e.reason}); "
+                'read it with strings="binary"', key=column.name, index=record,
+            )
+    return ParseError(f"Key: {column.name}. A value is not valid UTF-8", key=column.name)
+
+
+def _missing_error(column: _Column, missing: np.ndarray, first_record: int) -> ParseError:
+    i = first_record + int(np.argmax(missing))
+    return ParseError(
+        f"Index: {i}. Feature: {column.name} (data type: {_TF_TYPE[column.dtype]}) is required but could not be found.",
+        key=column.name, index=i,
+    )
+
+
+def _count_error(column: _Column, counts: np.ndarray, bad: np.ndarray, first_record: int) -> ParseError:
+    i = int(np.argmax(bad))
+    if column.nullable:
+        return ParseError(
+            f"Key: {column.name}, Index: {first_record + i}. The record holds {counts[i]} values, where the schema "
+            f"inferred from the first {column.inferred_from} records has one per record: pass features= "
+            f"(e.g. {{{column.name!r}: rk.VarLenFeature({column.dtype!r})}}) to read it",
+            key=column.name, index=first_record + i,
+        )
+    size = math.prod(column.shape or ())
+    return ParseError(
+        f"Key: {column.name}, Index: {first_record + i}. Number of {_TF_TYPE[column.dtype]} values != expected. "
+        f"Values size: {counts[i]} but output shape: {_shape_text(list(column.shape or ()))}",
+        key=column.name, index=first_record + i,
+    )
+
+
+def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform: int, first_record: int) -> "pa.Array":
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    assert column.shape is not None
+    size = math.prod(column.shape)
+    batch = len(counts)
+    present = counts >= 0
+    if not (batch and size and uniform == size):
+        bad = present & (counts != size)
+        if bad.any():
+            raise _count_error(column, counts, bad, first_record)
+        missing = ~present
+        if missing.any() and not column.nullable:
+            if column.default is None:
+                raise _missing_error(column, missing, first_record)
+            # Missing records take the default: the values, then the default's
+            # values once, taken row by row in Arrow.
+            default = np.asarray(column.default).reshape(-1)
+            if default.size == 1 and size > 1:
+                default = np.repeat(default, size)
+            if column.dtype == "string":
+                extra = pa.array([bytes(v) for v in default], flat.type)
+            else:
+                extra = pa.array(default.astype(flat.type.to_pandas_dtype()))
+            rows = np.where(present, np.cumsum(present) - 1, -1)
+            starts = np.where(present, rows * size, len(flat))
+            indices = (starts[:, None] + np.arange(size)).reshape(-1)
+            flat = pc.take(pa.concat_arrays([flat, extra]), pa.array(indices))
+            present = np.ones(batch, bool)
+    elif batch and size:
+        present = np.ones(batch, bool)
+    out = flat
+    for width in reversed(column.shape[1:]):
+        out = pa.FixedSizeListArray.from_arrays(out, width)
+    if column.shape:
+        out = pa.FixedSizeListArray.from_arrays(out, column.shape[0])
+    if column.nullable and not present.all():
+        # A scalar per present record: spread them over the batch, nulls between.
+        indices = np.where(present, np.cumsum(present) - 1, 0)
+        out = pc.take(out, pa.array(indices, mask=~present))
+    return out
+
+
+def _list_array(column: _Column, flat: "pa.Array", counts: np.ndarray) -> "pa.Array":
+    import pyarrow as pa
+
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(np.maximum(counts, 0), out=offsets[1:])
+    mask = pa.array(counts < 0) if column.nullable and (counts < 0).any() else None
+    return pa.LargeListArray.from_arrays(pa.array(offsets), flat, mask=mask)
+
+
+def _record_batch(plan: list[_Column], schema: "pa.Schema", columns: list[Any], first_record: int, strings: Strings) -> "pa.RecordBatch":
+    import pyarrow as pa
+
+    arrays = []
+    for column, (values, counts, uniform) in zip(plan, columns):
+        flat = _flat_values(column, values, strings, first_record, counts)
+        if column.shape is None:
+            arrays.append(_list_array(column, flat, counts))
+        else:
+            arrays.append(_fixed_array(column, flat, counts, uniform, first_record))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def read_batches(
+    source: "PathLike | Sequence[PathLike]",
+    features: Mapping[str, FeatureSpec] | None = None,
+    *,
+    batch_size: int = 65536,
+    columns: Sequence[str] | None = None,
+    compression: str | None = "auto",
+    verify: bool = True,
+    strings: Strings = "binary",
+    infer_from: int = 1000,
+) -> "pa.RecordBatchReader":
+    """Streams ``tf.train.Example`` records as Arrow record batches of up to ``batch_size`` rows.
+
+    Memory is bounded by the batch, whatever the files' size. Batches do not
+    span files. Types: ``int64``, ``float32`` and ``large_binary`` (or
+    ``large_string`` with ``strings="utf8"``, where invalid UTF-8 is a
+    ``ParseError`` naming the feature and the record); a
+    ``FixedLenFeature([])`` is a scalar column, ``FixedLenFeature([k, ...])``
+    nested fixed-size lists, ``VarLenFeature`` a ``large_list``. With a spec,
+    TensorFlow's rules hold: a missing fixed-length feature takes its default
+    or is an error, a missing VarLen feature is an empty list.
+
+    Without ``features``, the schema is inferred from the first ``infer_from``
+    records and kept for the whole stream: a feature holding exactly one
+    value wherever present is a scalar column, any other a list, and a
+    missing feature is null. A later record that does not fit is a
+    ``ParseError`` naming the feature and the record, and saying which spec to
+    pass; the type never changes from one batch to the next.
+
+    Args:
+        source: Anything :func:`recordkit.list_files` takes.
+        features: A spec of ``FixedLenFeature`` and ``VarLenFeature``.
+        columns: The columns to read (default: every feature of the spec).
+        compression, verify: As for :class:`recordkit.TFRecordReader`.
+    """
+    import pyarrow as pa
+
+    from recordkit.dataset import list_files
+
+    if strings not in ("binary", "utf8"):
+        raise ValueError(f'strings must be "binary" or "utf8", not {strings!r}')
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    files = list_files(source)
+    plan = _infer_plan(files, columns, compression, infer_from) if features is None else _plan(features, columns)
+    schema = pa.schema([pa.field(c.name, _arrow_type(c, strings), nullable=c.nullable) for c in plan])
+    requests = [(c.name, c.dtype) for c in plan]
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        first_record = 0
+        previous_file = None
+        for count, parsed, path in _parsed(files, requests, batch_size, compression, verify):
+            if path != previous_file:
+                first_record, previous_file = 0, path
+            try:
+                yield _record_batch(plan, schema, parsed, first_record, strings)
+            except ParseError as e:
+                raise ParseError(f"{path}: {e}", key=e.key, index=e.index) from None
+            first_record += count
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _parsed(files: list[str], requests: list[tuple[str, str]], batch_size: int, compression: str | None,
+            verify: bool) -> Iterator[tuple[int, list[Any], str]]:
+    for path in files:
+        for count, parsed in example_column_batches([path], requests, batch_size, compression=compression,
+                                                     verify=verify, flat_bytes=True):
+            yield count, parsed, path
+
+
+def read_table(
+    source: "PathLike | Sequence[PathLike]",
+    features: Mapping[str, FeatureSpec] | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    compression: str | None = "auto",
+    verify: bool = True,
+    strings: Strings = "binary",
+    infer_from: int = 1000,
+) -> "pa.Table":
+    """Reads ``tf.train.Example`` records into one ``pyarrow.Table``: :func:`read_batches`, gathered.
+
+    ``read_table(...).to_pandas()``, ``polars.from_arrow(read_table(...))``.
+    """
+    return read_batches(source, features, columns=columns, compression=compression, verify=verify,
+                        strings=strings, infer_from=infer_from).read_all()

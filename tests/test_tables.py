@@ -1,0 +1,176 @@
+"""rk.read_table / rk.read_batches: Arrow from Rust's buffers, equal to parse_example's values."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+
+pa = pytest.importorskip("pyarrow")
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    with rk.TFRecordWriter(path) as writer:
+        writer.write_many(rk.encode_example(row) for row in rows)
+    return path
+
+
+ROWS = [
+    {"id": i, "score": [0.5 * i, 1.0], "name": f"n{i}".encode(),
+     "tags": np.array([b"t"] * (i % 3), object), "ids": np.arange(i % 4)}
+    for i in range(50)
+]
+SPEC = {
+    "id": rk.FixedLenFeature([], "int64"),
+    "score": rk.FixedLenFeature([2], "float32"),
+    "name": rk.FixedLenFeature([], "string"),
+    "tags": rk.VarLenFeature("string"),
+    "ids": rk.VarLenFeature("int64"),
+}
+
+
+def _as_lists(parsed: dict, batch: int) -> dict[str, list]:
+    """parse_example's outputs as one Python value per row."""
+    out = {}
+    for name, value in parsed.items():
+        if isinstance(value, rk.SparseArray):
+            rows: list[list] = [[] for _ in range(batch)]
+            for (row, _), v in zip(value.indices.tolist(), value.values.tolist()):
+                rows[row].append(v)
+            out[name] = rows
+        else:
+            out[name] = value.tolist()
+    return out
+
+
+@pytest.mark.parametrize("batch_size", [7, 65536])
+def test_values_equal_parse_example_for_every_kind(tmp_path: Path, batch_size: int) -> None:
+    path = _write(tmp_path / "t.tfrecord", ROWS)
+    table = rk.read_table(path, SPEC) if batch_size == 65536 else rk.read_batches(path, SPEC, batch_size=batch_size).read_all()
+    records = list(rk.TFRecordReader(path))
+    expected = _as_lists(rk.parse_example(records, SPEC), len(records))
+    assert table.num_rows == 50
+    for name in SPEC:
+        assert table.column(name).to_pylist() == expected[name], name
+    assert table.schema.field("id").type == pa.int64()
+    assert table.schema.field("score").type == pa.list_(pa.float32(), 2)
+    assert table.schema.field("name").type == pa.large_binary()
+    assert table.schema.field("tags").type == pa.large_list(pa.large_binary())
+
+
+def test_defaults_fill_missing_fixed_features_and_errors_match_parse_example(tmp_path: Path) -> None:
+    rows = [{"x": 1, "s": b"a"}, {}, {"x": 3, "s": b"c"}]
+    path = _write(tmp_path / "t.tfrecord", [{k: v for k, v in r.items()} for r in rows])
+    spec = {"x": rk.FixedLenFeature([], "int64", default_value=-1),
+            "s": rk.FixedLenFeature([], "string", default_value=b"?"),
+            "v": rk.FixedLenFeature([2], "float32", default_value=[9.0, 8.0])}
+    table = rk.read_table(path, spec)
+    assert table.column("x").to_pylist() == [1, -1, 3]
+    assert table.column("s").to_pylist() == [b"a", b"?", b"c"]
+    assert table.column("v").to_pylist() == [[9.0, 8.0]] * 3
+    with pytest.raises(rk.ParseError, match="Feature: x .* is required") as caught:
+        rk.read_table(path, {"x": rk.FixedLenFeature([], "int64")})
+    assert caught.value.index == 1
+    with pytest.raises(rk.ParseError, match="Values size: 1 but output shape: \\[2\\]"):
+        rk.read_table(path, {"x": rk.FixedLenFeature([2], "int64", default_value=[0, 0])})
+
+
+def test_inferred_schema_is_stable_when_the_first_records_lack_a_feature(tmp_path: Path) -> None:
+    rows = [{"id": i} for i in range(30)] + [
+        {"id": i, "late": i * 2, "words": np.array([b"a", b"b"][: i % 3], object)} for i in range(30, 60)
+    ]
+    path = _write(tmp_path / "t.tfrecord", rows)
+    reader = rk.read_batches(path, batch_size=8)  # several batches: the type must not change between them
+    batches = list(reader)
+    assert len({b.schema for b in batches}) == 1
+    table = pa.Table.from_batches(batches)
+    assert table.schema.field("id").type == pa.int64()
+    assert table.schema.field("late").type == pa.int64()  # one value wherever present: a scalar
+    assert table.column("late").to_pylist() == [None] * 30 + [i * 2 for i in range(30, 60)]
+    assert table.column("words").to_pylist() == [None] * 30 + [[b"a", b"b"][: i % 3] for i in range(30, 60)]
+
+
+def test_a_record_breaking_the_inferred_type_names_the_feature_record_and_fix(tmp_path: Path) -> None:
+    rows = [{"x": i} for i in range(20)] + [{"x": [1, 2]}]
+    path = _write(tmp_path / "t.tfrecord", rows)
+    with pytest.raises(rk.ParseError, match=r"Key: x, Index: 20\..*VarLenFeature") as caught:
+        rk.read_table(path, infer_from=10)
+    assert caught.value.key == "x" and caught.value.index == 20 and str(path) in str(caught.value)
+    assert rk.read_table(path, {"x": rk.VarLenFeature("int64")}).column("x").to_pylist()[-1] == [1, 2]
+
+
+def test_utf8_strings_and_invalid_utf8_named(tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.tfrecord", [{"s": "héllo"}, {"s": b"ok"}, {"s": b"\xff\xfe"}])
+    spec = {"s": rk.FixedLenFeature([], "string")}
+    with pytest.raises(rk.ParseError, match=r"Key: s, Index: 2\. .*not valid UTF-8"):
+        rk.read_table(path, spec, strings="utf8")
+    good = rk.read_table(_write(tmp_path / "g.tfrecord", [{"s": "héllo"}, {"s": b"ok"}]), spec, strings="utf8")
+    assert good.schema.field("s").type == pa.large_string()
+    assert good.column("s").to_pylist() == ["héllo", "ok"]
+    assert rk.read_table(path, spec, columns=["s"]).column("s").to_pylist()[2] == b"\xff\xfe"  # binary: as stored
+
+
+def test_unsupported_specs_and_unknown_columns_are_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.tfrecord", ROWS[:2])
+    with pytest.raises(TypeError, match="RaggedFeature"):
+        rk.read_table(path, {"r": rk.RaggedFeature("int64")})
+    with pytest.raises(ValueError, match="not in the spec"):
+        rk.read_table(path, SPEC, columns=["nope"])
+
+
+def test_pandas_from_the_table(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    path = _write(tmp_path / "t.tfrecord", ROWS)
+    frame = rk.read_table(path, {"id": SPEC["id"], "name": SPEC["name"]}).to_pandas()
+    assert frame["id"].tolist() == list(range(50)) and frame["name"][3] == b"n3"
+
+
+_STREAM = textwrap.dedent(
+    """
+    import resource, sys
+    import recordkit as rk
+    spec = {"blob": rk.FixedLenFeature([], "string"), "id": rk.FixedLenFeature([], "int64")}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rows = 0
+    for batch in rk.read_batches(sys.argv[1], spec, batch_size=500):
+        rows += batch.num_rows
+    print(rows, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+    """
+)
+
+
+def test_streaming_memory_is_bounded_by_the_batch(tmp_path: Path) -> None:
+    path = tmp_path / "big.tfrecord"
+    blob = np.random.default_rng(0).bytes(20_000)
+    with rk.TFRecordWriter(path) as writer:  # 10 000 records of 20 KB: 200 MB, 40 batches of 10 MB
+        for i in range(10_000):
+            writer.write(rk.encode_example({"blob": blob, "id": i}))
+    out = subprocess.run([sys.executable, "-c", _STREAM, str(path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows, grown_mb = map(int, out.stdout.split())
+    assert rows == 10_000
+    assert grown_mb < 100, f"peak RSS grew {grown_mb} MB while streaming 200 MB"
+
+
+def test_polars_and_duckdb_take_the_arrow_directly(tmp_path: Path) -> None:
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    path = _write(tmp_path / "t.tfrecord", ROWS)
+    spec = {"id": SPEC["id"], "name": SPEC["name"], "ids": SPEC["ids"]}
+    frame = pl.from_arrow(rk.read_table(path, spec))
+    assert frame["id"].to_list() == list(range(50)) and frame["ids"][5].to_list() == [0]
+    # DuckDB scans the stream of record batches as it arrives.
+    stream = rk.read_batches(path, spec, batch_size=16)
+    (total, longest), = duckdb.sql("SELECT sum(id), max(len(ids)) FROM stream").fetchall()
+    assert (total, longest) == (sum(range(50)), 3)
+    # And back: polars -> TFRecord -> read_table gives the same columns.
+    rk.write_examples(tmp_path / "back.tfrecord", frame.select("id", "name").to_arrow())
+    again = rk.read_table(tmp_path / "back.tfrecord", {"id": SPEC["id"], "name": SPEC["name"]})
+    assert again.column("id").to_pylist() == frame["id"].to_list()
+    assert again.column("name").to_pylist() == frame["name"].to_list()
