@@ -64,6 +64,57 @@ def test_values_equal_parse_example_for_every_kind(tmp_path: Path, batch_size: i
     assert table.schema.field("tags").type == pa.large_list(pa.large_binary())
 
 
+STRUCTURED = {
+    "sparse": rk.SparseFeature(index_key="sp_idx", value_key="sp_val", dtype="float32", size=10),
+    "grid": rk.SparseFeature(index_key=["gx", "gy"], value_key="gv", dtype="string", size=[4, 4]),
+    "nested": rk.RaggedFeature("int64", value_key="nv", partitions=[rk.RaggedFeature.RowSplits("ns")]),
+    "pairs": rk.RaggedFeature("string", value_key="pv", partitions=[rk.RaggedFeature.ValueRowIds("pr"),
+                                                                   rk.RaggedFeature.UniformRowLength(2)]),
+}
+
+
+def _structured_rows(n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        k = i % 3
+        rows.append({
+            "sp_idx": np.arange(k) * 3 + 1, "sp_val": np.arange(k, dtype=np.float32) + i,
+            "gx": np.arange(k) % 4, "gy": (np.arange(k) + i) % 4, "gv": np.array([b"g%d" % j for j in range(k)], object),
+            "nv": np.arange(k + 1), "ns": np.array([0, 1, k + 1]),
+            "pv": np.array([b"p%d" % j for j in range(2 * k)], object), "pr": np.arange(k) // 2,
+        })
+    return rows
+
+
+def _python_rows(value: object, batch: int) -> list:
+    if isinstance(value, rk.RaggedArray):
+        return value.to_list()
+    assert isinstance(value, rk.SparseArray)
+    rows: list[dict] = [{"indices": [], "values": []} for _ in range(batch)]
+    for index, v in zip(value.indices.tolist(), value.values.tolist()):
+        rows[index[0]]["indices"].append(index[1] if len(index) == 2 else index[1:])
+        rows[index[0]]["values"].append(v)
+    return rows
+
+
+def test_ragged_and_sparse_features_equal_parse_example(tmp_path: Path) -> None:
+    path = _write(tmp_path / "s.tfrecord", _structured_rows(40))
+    records = list(rk.TFRecordReader(path))
+    expected = rk.parse_example(records, STRUCTURED)
+    for batch_size in (7, 1000):
+        table = rk.read_batches(path, STRUCTURED, batch_size=batch_size).read_all()
+        for name in STRUCTURED:
+            assert table.column(name).to_pylist() == _python_rows(expected[name], len(records)), (name, batch_size)
+    assert table.schema.field("nested").type == pa.large_list(pa.large_list(pa.int64()))
+    assert table.schema.field("pairs").type == pa.large_list(pa.large_list(pa.list_(pa.large_binary(), 2)))
+    # A partition that does not cover the values names the record in the file, not in the batch.
+    bad = _structured_rows(20)
+    bad[15]["ns"] = np.array([0, 5])
+    with pytest.raises(rk.ParseError, match="Index: 15") as caught:
+        rk.read_batches(_write(tmp_path / "bad.tfrecord", bad), {"nested": STRUCTURED["nested"]}, batch_size=4).read_all()
+    assert caught.value.index == 15
+
+
 def test_defaults_fill_missing_fixed_features_and_errors_match_parse_example(tmp_path: Path) -> None:
     rows = [{"x": 1, "s": b"a"}, {}, {"x": 3, "s": b"c"}]
     path = _write(tmp_path / "t.tfrecord", [{k: v for k, v in r.items()} for r in rows])
@@ -118,8 +169,8 @@ def test_utf8_strings_and_invalid_utf8_named(tmp_path: Path) -> None:
 
 def test_unsupported_specs_and_unknown_columns_are_refused(tmp_path: Path) -> None:
     path = _write(tmp_path / "t.tfrecord", ROWS[:2])
-    with pytest.raises(TypeError, match="RaggedFeature"):
-        rk.read_table(path, {"r": rk.RaggedFeature("int64")})
+    with pytest.raises(TypeError, match="FixedLenSequenceFeature"):
+        rk.read_table(path, {"r": rk.FixedLenSequenceFeature([], "int64", allow_missing=True)})
     with pytest.raises(ValueError, match="not in the spec"):
         rk.read_table(path, SPEC, columns=["nope"])
 

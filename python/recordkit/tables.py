@@ -20,8 +20,15 @@ import numpy as np
 
 from recordkit.columnar import example_column_batches
 from recordkit.errors import ParseError
-from recordkit.features import FeatureSpec, FixedLenFeature, VarLenFeature
-from recordkit.parsing import _TF_TYPE, _shape_text
+from recordkit.features import (
+    FeatureSpec,
+    FixedLenFeature,
+    RaggedFeature,
+    SparseFeature,
+    UniformRowLength,
+    VarLenFeature,
+)
+from recordkit.parsing import _TF_TYPE, _plan_example, _ragged, _Requests, _shape_text, _sparse
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -49,6 +56,12 @@ class _Column:
     default: Any = None
     nullable: bool = False
     inferred_from: int = 0  # records the schema was inferred from (0: a spec was given)
+    spec: FeatureSpec | None = None  # a RaggedFeature or SparseFeature, built from several parsed keys
+
+    @property
+    def value_key(self) -> str:
+        """The parsed key holding this column's values."""
+        return getattr(self.spec, "value_key", None) or self.name
 
 
 def _plan(features: Mapping[str, FeatureSpec], columns: Sequence[str] | None) -> list[_Column]:
@@ -64,10 +77,12 @@ def _plan(features: Mapping[str, FeatureSpec], columns: Sequence[str] | None) ->
             plan.append(_Column(name, spec.dtype, shape, spec._default if math.prod(shape) else None))  # type: ignore[attr-defined]
         elif isinstance(spec, VarLenFeature):
             plan.append(_Column(name, spec.dtype, None))
+        elif isinstance(spec, (RaggedFeature, SparseFeature)):
+            plan.append(_Column(name, spec.dtype, None, spec=spec))
         else:
             raise TypeError(
-                f"{name}: read_table and read_batches take FixedLenFeature and VarLenFeature specs so far, "
-                f"not {type(spec).__name__}; parse_example reads every kind"
+                f"{name}: read_table and read_batches take FixedLenFeature, VarLenFeature, RaggedFeature and "
+                f"SparseFeature specs, not {type(spec).__name__}"
             )
     return plan
 
@@ -107,6 +122,17 @@ def _arrow_type(column: _Column, strings: Strings) -> "pa.DataType":
     value = {"int64": pa.int64(), "float32": pa.float32()}.get(column.dtype) or (
         pa.large_string() if strings == "utf8" else pa.large_binary()
     )
+    if isinstance(column.spec, SparseFeature):
+        ndim = len(column.spec._sizes)  # type: ignore[attr-defined]
+        index = pa.int64() if ndim == 1 else pa.list_(pa.int64(), ndim)
+        return pa.struct([("indices", pa.large_list(index)), ("values", pa.large_list(value))])
+    if isinstance(column.spec, RaggedFeature):
+        partitions = list(column.spec.partitions)
+        while partitions and isinstance(partitions[-1], UniformRowLength):
+            value = pa.list_(value, int(partitions.pop().length))
+        for _ in range(len(partitions) + 1):
+            value = pa.large_list(value)
+        return value
     if column.shape is None:
         return pa.large_list(value)
     for size in reversed(column.shape):
@@ -225,17 +251,62 @@ def _list_array(column: _Column, flat: "pa.Array", counts: np.ndarray) -> "pa.Ar
     return pa.LargeListArray.from_arrays(pa.array(offsets), flat, mask=mask)
 
 
-def _record_batch(plan: list[_Column], schema: "pa.Schema", columns: list[Any], first_record: int, strings: Strings) -> "pa.RecordBatch":
+def _record_batch(plan: list[_Column], schema: "pa.Schema", columns: dict[str, Any], first_record: int,
+                  strings: Strings) -> "pa.RecordBatch":
     import pyarrow as pa
 
     arrays = []
-    for column, (values, counts, uniform) in zip(plan, columns):
+    for column in plan:
+        values, counts, uniform = columns[column.value_key]
         flat = _flat_values(column, values, strings, first_record, counts)
-        if column.shape is None:
+        if column.spec is not None:
+            arrays.append(_structured_array(column, flat, columns, len(counts), first_record, schema.field(column.name).type))
+        elif column.shape is None:
             arrays.append(_list_array(column, flat, counts))
         else:
             arrays.append(_fixed_array(column, flat, counts, uniform, first_record))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any], batch: int, first_record: int,
+                      arrow_type: "pa.DataType") -> "pa.Array":
+    """A RaggedFeature or SparseFeature, its structure (and every check) from
+    parse_example's own code run over value positions, its values taken from
+    ``flat`` by position in Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    spec = column.spec
+    key = column.value_key
+    positions = np.arange(len(flat), dtype=np.int64)
+    stand_in = dict(columns)
+    stand_in[key] = (positions, columns[key][1], columns[key][2])
+    try:
+        if isinstance(spec, SparseFeature):
+            sparse = _sparse(column.name, spec, stand_in, batch, single=False)
+            rows = np.bincount(sparse.indices[:, 0], minlength=batch) if batch else np.zeros(0, np.int64)
+            offsets = pa.array(np.concatenate([[0], np.cumsum(rows)]).astype(np.int64))
+            coords = sparse.indices[:, 1:]
+            index = pa.array(coords[:, 0]) if coords.shape[1] == 1 else pa.FixedSizeListArray.from_arrays(
+                pa.array(coords.reshape(-1)), coords.shape[1])
+            values = pc.take(flat, pa.array(sparse.values))
+            return pa.StructArray.from_arrays(
+                [pa.LargeListArray.from_arrays(offsets, index), pa.LargeListArray.from_arrays(offsets, values)],
+                fields=list(arrow_type))
+        ragged = _ragged(column.name, spec, stand_in, batch, single=False)  # type: ignore[arg-type]
+    except ParseError as e:
+        index = None if e.index is None else e.index + first_record
+        raise ParseError(str(e).replace(f"Index: {e.index}.", f"Index: {index}.", 1), key=e.key, index=index) from None
+    splits = []
+    while not isinstance(ragged, np.ndarray):
+        splits.append(ragged.row_splits)
+        ragged = ragged.values
+    out = pc.take(flat, pa.array(ragged.reshape(-1)))
+    for width in reversed(ragged.shape[1:]):
+        out = pa.FixedSizeListArray.from_arrays(out, int(width))
+    for row_splits in reversed(splits):
+        out = pa.LargeListArray.from_arrays(pa.array(row_splits.astype(np.int64)), out)
+    return out
 
 
 def read_batches(
@@ -256,7 +327,10 @@ def read_batches(
     ``large_string`` with ``strings="utf8"``, where invalid UTF-8 is a
     ``ParseError`` naming the feature and the record); a
     ``FixedLenFeature([])`` is a scalar column, ``FixedLenFeature([k, ...])``
-    nested fixed-size lists, ``VarLenFeature`` a ``large_list``. With a spec,
+    nested fixed-size lists, ``VarLenFeature`` a ``large_list``,
+    ``RaggedFeature`` a ``large_list`` nested once per partition, and
+    ``SparseFeature`` a struct of per-row ``indices`` and ``values`` lists
+    (the README's table has every case). With a spec,
     TensorFlow's rules hold: a missing fixed-length feature takes its default
     or is an error, a missing VarLen feature is an empty list.
 
@@ -269,7 +343,8 @@ def read_batches(
 
     Args:
         source: Anything :func:`recordkit.list_files` takes.
-        features: A spec of ``FixedLenFeature`` and ``VarLenFeature``.
+        features: A spec of ``FixedLenFeature``, ``VarLenFeature``,
+            ``RaggedFeature`` and ``SparseFeature`` (as for :func:`parse_example`).
         columns: The columns to read (default: every feature of the spec).
         compression, verify: As for :class:`recordkit.TFRecordReader`.
     """
@@ -284,7 +359,13 @@ def read_batches(
     files = list_files(source)
     plan = _infer_plan(files, columns, compression, infer_from) if features is None else _plan(features, columns)
     schema = pa.schema([pa.field(c.name, _arrow_type(c, strings), nullable=c.nullable) for c in plan])
-    requests = [(c.name, c.dtype) for c in plan]
+    planned = _Requests()
+    if features is None:
+        for c in plan:
+            planned.add(c.name, c.dtype)
+    else:
+        _plan_example({c.name: features[c.name] for c in plan}, planned)
+    requests = planned.as_list()
 
     def batches() -> Iterator[pa.RecordBatch]:
         first_record = 0
@@ -293,7 +374,7 @@ def read_batches(
             if path != previous_file:
                 first_record, previous_file = 0, path
             try:
-                yield _record_batch(plan, schema, parsed, first_record, strings)
+                yield _record_batch(plan, schema, dict(zip(planned.dtypes, parsed)), first_record, strings)
             except ParseError as e:
                 raise ParseError(f"{path}: {e}", key=e.key, index=e.index) from None
             first_record += count
