@@ -225,3 +225,23 @@ def test_polars_and_duckdb_take_the_arrow_directly(tmp_path: Path) -> None:
     again = rk.read_table(tmp_path / "back.tfrecord", {"id": SPEC["id"], "name": SPEC["name"]})
     assert again.column("id").to_pylist() == frame["id"].to_list()
     assert again.column("name").to_pylist() == frame["name"].to_list()
+
+
+def test_parquet_to_tfrecord_to_read_table_gives_the_table_back(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    original = pa.table({
+        "id": pa.array([1, None, 3, 4], pa.int64()),
+        "score": pa.array([0.5, 1.5, None, -2.0], pa.float32()),
+        "tokens": pa.array([[1, 2], None, [], [7]], pa.large_list(pa.int64())),
+        "blob": pa.array([b"\x00\xff", b"", None, b"x"], pa.large_binary()),
+        "text": pa.array(["héllo", None, "", "z"], pa.large_string()),
+        "words": pa.array([["a"], ["b", "c"], None, []], pa.large_list(pa.large_string())),
+    })
+    pq.write_table(original, tmp_path / "in.parquet")
+    rk.convert(tmp_path / "in.parquet", tmp_path / "out.tfrecord")
+    text_columns = ["id", "score", "tokens", "text", "words"]
+    back = rk.read_table(tmp_path / "out.tfrecord", strings="utf8", columns=text_columns)
+    for name in text_columns:
+        assert back.column(name).to_pylist() == original.column(name).to_pylist(), name
+    blob = rk.read_table(tmp_path / "out.tfrecord", columns=["blob"]).column("blob").to_pylist()
+    assert blob == [b"\x00\xff", b"", None, b"x"]
