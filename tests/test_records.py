@@ -976,3 +976,7 @@ def test_follow_refuses_what_it_cannot_follow(tmp_path: Path) -> None:
         rk.TFRecordReader(plain, follow=True, on_error="skip")
     with pytest.raises(AttributeError, match="follow=True"):
         rk.TFRecordReader(plain).position
+    closed = rk.TFRecordReader(plain, follow=True)
+    closed.close()
+    with pytest.raises(ValueError, match="closed reader"):
+        list(closed)

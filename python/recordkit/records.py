@@ -206,7 +206,7 @@ class _RecordReader:
         partial record at the end is a writer still writing it: the pass ends
         there, and a later one reads it whole.
         """
-        if self._scanner is None and self._iterated:
+        if self._scanner is None:
             raise ValueError(f"I/O operation on a closed reader ({self.name})")
         if self._iterated:
             self.close()
