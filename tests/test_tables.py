@@ -245,3 +245,46 @@ def test_parquet_to_tfrecord_to_read_table_gives_the_table_back(tmp_path: Path) 
         assert back.column(name).to_pylist() == original.column(name).to_pylist(), name
     blob = rk.read_table(tmp_path / "out.tfrecord", columns=["blob"]).column("blob").to_pylist()
     assert blob == [b"\x00\xff", b"", None, b"x"]
+
+
+def test_write_examples_takes_every_arrow_string_form_without_python_objects(tmp_path: Path) -> None:
+    words = ["a", "", "héllo", None]
+    chunked = pa.chunked_array([pa.array(["x", "y"]), pa.array([None, "z"])])
+    table = pa.table({
+        "string": pa.array(words, pa.string()),
+        "large_string": pa.array(words, pa.large_string()),
+        "binary": pa.array([w.encode() if w is not None else None for w in words], pa.binary()),
+        "string_view": pa.array(words, pa.string_view()),
+        "dictionary": pa.array(words).dictionary_encode(),
+        "chunked": chunked,
+        "lists": pa.array([["p", "q"], [], None, ["r"]], pa.list_(pa.string())),
+        "fixed": pa.array([["a", "b"]] * 4, pa.list_(pa.large_binary(), 2)),
+        "sliced": pa.array(["s0", "s1", "s2", "s3", "s4", "s5"]).slice(2, 4),
+    })
+    rk.write_examples(tmp_path / "t.tfrecord", table)
+    back = rk.read_table(tmp_path / "t.tfrecord", strings="utf8")
+    def text(value: object) -> object:
+        if isinstance(value, list):
+            return [text(v) for v in value]
+        return value.decode() if isinstance(value, bytes) else value
+
+    for name in table.column_names:
+        assert back.column(name).to_pylist() == text(table.column(name).to_pylist()), name
+    # Polars frames, DuckDB relations and record batch readers go in as they are.
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    frame = pl.DataFrame({"w": ["a", "bb"], "n": [1, 2]})
+    for source in (frame, duckdb.sql("SELECT * FROM frame"), pa.table(frame.to_arrow()).to_reader()):
+        rk.write_examples(tmp_path / "p.tfrecord", source)
+        assert rk.read_table(tmp_path / "p.tfrecord", strings="utf8").to_pydict() == {"n": [1, 2], "w": ["a", "bb"]}
+
+
+def test_bad_string_offsets_are_refused_by_the_encoder() -> None:
+    from recordkit import _native
+
+    with pytest.raises(ValueError, match="do not lie within"):
+        _native.encode_feature("bytes_offsets", (np.array([0, 5], np.int64), np.zeros(3, np.uint8)))
+    with pytest.raises(ValueError, match="do not lie within"):
+        _native.encode_feature("bytes_offsets", (np.array([2, 1], np.int64), np.zeros(3, np.uint8)))
+    encoded = _native.encode_feature("bytes_offsets", (np.array([0, 1, 3], np.int64), np.frombuffer(b"abc", np.uint8)))
+    assert _native.decode_feature(encoded) == ("bytes_list", [b"a", b"bc"])

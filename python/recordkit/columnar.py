@@ -275,6 +275,8 @@ def _plain_arrow(name: str, array: Any) -> Any:
 
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
+    if pa.types.is_binary_view(array.type) or pa.types.is_string_view(array.type):
+        array = array.cast(pa.large_binary())  # few kernels (drop_null among them) take views yet
     if pa.types.is_temporal(array.type):
         warnings.warn(f"column {name!r}: {array.type} values are stored as int64 counts of their unit "
                       "(tf.train.Example has no time type)", UserWarning, stacklevel=5)
@@ -282,7 +284,31 @@ def _plain_arrow(name: str, array: Any) -> Any:
     return array
 
 
-def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None) -> tuple[int, Column]:
+def _is_arrow_bytes(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return any(test(kind) for test in (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string,
+                                       pa.types.is_large_string, pa.types.is_binary_view, pa.types.is_string_view))
+
+
+def _arrow_offsets(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, data)`` of a null-free Arrow byte-string array, as NumPy views of
+    its buffers (64-bit offsets copied from 32-bit ones; view types cast once)."""
+    import pyarrow as pa
+
+    if not (pa.types.is_large_binary(values.type) or pa.types.is_binary(values.type)):
+        values = values.cast(pa.large_binary())  # string and large_string: the same bytes
+    _, offsets_buffer, data_buffer = values.buffers()
+    width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
+    offsets = np.frombuffer(offsets_buffer, width)[values.offset : values.offset + len(values) + 1].astype(np.int64)
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None, flat_bytes: bool = False) -> tuple[int, Column]:
+    """One Arrow column. With ``flat_bytes``, byte strings stay in Arrow's layout
+    (kind ``"bytes_offsets"``: offsets into one buffer) for the Rust encoder, with
+    no Python object per value."""
     import pyarrow as pa
 
     array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
@@ -299,14 +325,16 @@ def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None) -> 
             splits = offsets - offsets[0]
         if flat.null_count:
             raise ValueError(f"column {name!r}: its lists hold nulls, which a tf.train.Feature cannot")
-        values = flat.to_numpy(zero_copy_only=False)
     else:
         # Nulls dropped before NumPy sees them: an int column with nulls would come out as float.
-        values = array.drop_null().to_numpy(zero_copy_only=False)
+        flat = array.drop_null()
         if present is not None:
             splits = np.concatenate([[0], np.cumsum(present.astype(np.int64))])
         else:
             splits = np.arange(len(array) + 1, dtype=np.int64)
+    if flat_bytes and _is_arrow_bytes(flat.type):
+        return len(array), ("bytes_offsets", _arrow_offsets(flat), splits.astype(np.int64), present)
+    values = flat.to_numpy(zero_copy_only=False)
     if values.dtype == object or pa.types.is_binary(array.type) or pa.types.is_string(array.type):
         values = np.asarray(values, dtype=object)
     splits = splits.astype(np.int64)
@@ -314,14 +342,25 @@ def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None) -> 
     return len(array), (kind, converted, splits, present)
 
 
-def _normalize(columns: Any, schema: str, warned: set[str] | None = None) -> tuple[int, dict[str, Column]]:
+def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
+               flat_bytes: bool = False) -> tuple[int, dict[str, Column]]:
     """Rows and ``{name: (kind, values, splits, present)}`` from any supported columns.
 
     ``warned``: the columns already warned about (float64 stored as float32),
-    kept by a caller that normalizes a stream of chunks.
+    kept by a caller that normalizes a stream of chunks. ``flat_bytes``: Arrow
+    byte strings as ``"bytes_offsets"`` columns (only Rust's writer takes them).
+    Anything else with ``__arrow_c_stream__`` (a Polars DataFrame, a DuckDB
+    relation, a ``RecordBatchReader``) is read into a pyarrow Table first.
     """
     warned = set() if warned is None else warned
     module = type(columns).__module__
+    if not module.startswith(("pyarrow", "pandas")) and hasattr(columns, "__arrow_c_stream__"):
+        import pyarrow as pa
+
+        columns = pa.table(columns)
+        module = "pyarrow"
+    elif module.startswith("pyarrow") and hasattr(columns, "read_all"):
+        columns = columns.read_all()  # a RecordBatchReader
     if module.startswith("pyarrow"):
         items = [(name, ("arrow", columns.column(name))) for name in columns.column_names]
     elif module.startswith("pandas"):
@@ -337,9 +376,9 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None) -> tup
         if not isinstance(name, str):
             raise TypeError(f"column names are str, not {name!r}")
         if isinstance(column, tuple) and column and column[0] == "arrow":
-            n, normalized = _from_arrow(name, column[1], schema, warned)
+            n, normalized = _from_arrow(name, column[1], schema, warned, flat_bytes)
         elif type(column).__module__.startswith("pyarrow"):
-            n, normalized = _from_arrow(name, column, schema, warned)
+            n, normalized = _from_arrow(name, column, schema, warned, flat_bytes)
         elif isinstance(column, np.ndarray):
             n, normalized = _from_array(name, column, schema, shared_splits, warned)
         else:
@@ -368,7 +407,11 @@ def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema
     rebased: dict[int, np.ndarray] = {}  # columns sharing splits share their slice
     for name, (kind, values, splits, present) in columns.items():
         lo, hi = int(splits[start]), int(splits[end])
-        part = values[lo:hi]
+        if kind == "bytes_offsets":
+            offsets, data = values
+            part = (np.ascontiguousarray(offsets[lo : hi + 1]), data)
+        else:
+            part = values[lo:hi]
         if kind == "bytes_fixed":
             part = (np.ascontiguousarray(part).view(np.uint8).reshape(-1), part.dtype.itemsize)
         elif isinstance(part, np.ndarray) and part.dtype == object:
@@ -389,7 +432,7 @@ _WRITE_SLICE_ROWS = 262144
 
 def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str, *, whole_set: bool,
                fsync: bool) -> None:
-    rows, normalized = _normalize(columns, schema)
+    rows, normalized = _normalize(columns, schema, flat_bytes=True)
     with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
             # Encode in slices so the temporary lists stay small for huge inputs;

@@ -8,7 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{
-    parse_examples, parse_sequence_examples, Buffer, Column, DType, Request, SequenceColumn,
+    parse_examples_parallel, parse_sequence_examples, Buffer, Column, DType, Request,
+    SequenceColumn,
 };
 use crate::error::Error;
 use crate::example::{
@@ -174,17 +175,20 @@ pub fn columns_out(py: Python<'_>, columns: Vec<Column<'_>>, flat: bool) -> Vec<
         .map(|(c, flat)| {
             let uniform = uniform_count(&c.counts);
             let values = match flat {
-                Some(FlatBytes { offsets, data }) => (
-                    offsets.into_pyarray(py),
-                    data.into_pyarray(py),
-                )
-                    .into_pyobject(py)
-                    .expect("a tuple of two arrays")
-                    .into_any()
-                    .unbind(),
+                Some(FlatBytes { offsets, data }) => {
+                    (offsets.into_pyarray(py), data.into_pyarray(py))
+                        .into_pyobject(py)
+                        .expect("a tuple of two arrays")
+                        .into_any()
+                        .unbind()
+                }
                 None => buffer_to_py(py, c.values),
             };
-            (values, c.counts.into_pyarray(py).into_any().unbind(), uniform)
+            (
+                values,
+                c.counts.into_pyarray(py).into_any().unbind(),
+                uniform,
+            )
         })
         .collect()
 }
@@ -261,7 +265,7 @@ pub fn parse_example_columns(
         let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
         let requests = self::requests(requests)?;
         let columns = py
-            .detach(|| parse_examples(&slices, &requests))
+            .detach(|| parse_examples_parallel(&slices, &requests))
             .map_err(Error::from)?;
         Ok(columns_out(py, columns, flat_bytes))
     })
@@ -631,7 +635,7 @@ impl Held<'_> {
     /// The kind of list these values make.
     pub fn kind(&self) -> Kind {
         match self {
-            Held::Bytes(_) | Held::FixedBytes(..) => Kind::Bytes,
+            Held::Bytes(_) | Held::FixedBytes(..) | Held::OffsetBytes(..) => Kind::Bytes,
             Held::Float(_) => Kind::Float,
             Held::Double(_) => Kind::Double,
             Held::Int32(_) => Kind::Int32,
@@ -646,6 +650,8 @@ pub enum Held<'py> {
     Bytes(Vec<Payload>),
     /// NumPy `S`-dtype strings: the raw cells and their width.
     FixedBytes(PyReadonlyArray1<'py, u8>, usize),
+    /// Strings as Arrow lays them out: `n + 1` offsets into one data buffer.
+    OffsetBytes(PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, u8>),
     Float(PyReadonlyArray1<'py, f32>),
     Double(PyReadonlyArray1<'py, f64>),
     Int32(PyReadonlyArray1<'py, i32>),
@@ -662,6 +668,10 @@ impl<'py> Held<'py> {
         if kind == "bytes_fixed" {
             let (cells, width): (PyReadonlyArray1<'py, u8>, usize) = values.extract()?;
             return Ok(Held::FixedBytes(cells, width));
+        }
+        if kind == "bytes_offsets" {
+            let (offsets, data) = values.extract().map_err(wrong)?;
+            return Ok(Held::OffsetBytes(offsets, data));
         }
         Ok(match kind_by_name(kind)? {
             Kind::Bytes => Held::Bytes(
@@ -685,12 +695,36 @@ impl<'py> Held<'py> {
             Held::FixedBytes(a, width) => {
                 Flat::FixedBytes(a.as_slice().map_err(not_contiguous)?, *width)
             }
+            Held::OffsetBytes(offsets, data) => Flat::Bytes(offset_slices(
+                offsets.as_slice().map_err(not_contiguous)?,
+                data.as_slice().map_err(not_contiguous)?,
+            )?),
             Held::Float(a) => Flat::Float(a.as_slice().map_err(not_contiguous)?),
             Held::Double(a) => Flat::Double(a.as_slice().map_err(not_contiguous)?),
             Held::Int32(a) => Flat::Int32(a.as_slice().map_err(not_contiguous)?),
             Held::Int64(a) => Flat::Int64(a.as_slice().map_err(not_contiguous)?),
         })
     }
+}
+
+/// The strings `offsets` delimit in `data`, each offset checked: a bad one is
+/// a `ValueError`, never a read outside `data`.
+fn offset_slices<'a>(offsets: &[i64], data: &'a [u8]) -> PyResult<Vec<&'a [u8]>> {
+    offsets
+        .windows(2)
+        .map(|pair| {
+            let (start, end) = (usize::try_from(pair[0]), usize::try_from(pair[1]));
+            match (start, end) {
+                (Ok(start), Ok(end)) if start <= end && end <= data.len() => Ok(&data[start..end]),
+                _ => Err(PyValueError::new_err(format!(
+                    "string offsets {}..{} do not lie within the {} bytes of data",
+                    pair[0],
+                    pair[1],
+                    data.len()
+                ))),
+            }
+        })
+        .collect()
 }
 
 /// A feature's flat values as plain slices.

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use numpy::{IntoPyArray, PyReadonlyArray1};
 
-use crate::columns::parse_examples;
+use crate::columns::parse_examples_parallel;
 use crate::compression::{Compression, Encoder, Inflater};
 use crate::error::{Error, Result};
 use crate::example::{
@@ -236,16 +236,9 @@ impl PyRecordScanner {
                 scanner.next_batch(max_records.max(1), usize::MAX, &mut spans)?;
                 let records: Vec<&[u8]> = spans.iter().map(|&s| scanner.payload(s)).collect();
                 let first = scanner.records() - spans.len() as u64;
-                parse_examples(&records, &requests).map_err(|mut failure| {
-                    // Report the record's index in the file, not in the batch.
-                    match &mut failure {
-                        crate::columns::ParseFailure::Malformed { index, .. }
-                        | crate::columns::ParseFailure::WrongType { index, .. } => {
-                            *index += first as usize
-                        }
-                    }
-                    Error::Parse(failure)
-                })
+                // The record's index in the file, not in the batch.
+                parse_examples_parallel(&records, &requests)
+                    .map_err(|failure| Error::Parse(failure.shifted(first as usize)))
             })?;
             let n = spans.len();
             let columns = columns_out(py, columns, flat_bytes);
