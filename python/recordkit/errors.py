@@ -29,8 +29,12 @@ class DataLossError(RecordkitError, IOError):
             stream): the record's start for a bad length, a bad length CRC or a
             truncated record; the payload's start for a bad data CRC.
         record_index: How many intact records come before the damage.
-        kind: A short name for the damage, e.g. ``"corrupt_data"``,
-            ``"truncated_record"``, ``"partial_header"``, ``"truncated_stream"``.
+        kind: A short name for the damage: ``"corrupt_length"``,
+            ``"corrupt_data"``, ``"truncated_record"``, ``"partial_header"``,
+            ``"invalid_length"`` (OFRecord), ``"truncated_stream"``,
+            ``"corrupt_stream"``, ``"truncated_while_reading"`` (another
+            process truncated a mapped file) or ``"too_large_to_skip"`` (a
+            stream's record over 64 MiB while skipping damage).
     """
 
     def __init__(
