@@ -18,7 +18,6 @@ import warnings
 import gzip
 from typing import Any, Callable
 
-import numpy as np
 
 import recordkit as rk
 

@@ -18,19 +18,10 @@ import recordkit as rk
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
 
 from harnesses import TENSOR_DTYPES, frame  # noqa: E402
-
-
-def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC-32C, for headers recordkit's writer would never make."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    crc ^= 0xFFFFFFFF
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+from reference import masked_crc32c  # noqa: E402  - the tests' pure-Python CRC, for headers recordkit would never write
 
 
 def tensor(dtype: str, array: object) -> bytes:

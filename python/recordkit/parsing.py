@@ -163,6 +163,26 @@ def _columns(requests: _Requests, columns: list) -> dict[str, Column]:
     return dict(zip(requests.dtypes, columns))
 
 
+def wrong_count_error(name: str, dtype: str, shape: Sequence[int], counts: np.ndarray, bad: np.ndarray,
+                      first_record: int = 0) -> ParseError:
+    """TensorFlow's error for the first record whose fixed-length feature has too many or few values."""
+    i = int(np.argmax(bad))
+    return ParseError(
+        f"Key: {name}, Index: {first_record + i}. Number of {_TF_TYPE[dtype]} values != expected. "
+        f"Values size: {counts[i]} but output shape: {_shape_text(shape)}",
+        key=name, index=first_record + i,
+    )
+
+
+def required_error(name: str, dtype: str, missing: np.ndarray, first_record: int = 0) -> ParseError:
+    """TensorFlow's error for the first record lacking a fixed-length feature that has no default."""
+    i = first_record + int(np.argmax(missing))
+    return ParseError(
+        f"Index: {i}. Feature: {name} (data type: {_TF_TYPE[dtype]}) is required but could not be found.",
+        key=name, index=i,
+    )
+
+
 def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single: bool) -> np.ndarray:
     values, counts, uniform = column
     size = math.prod(spec.shape)
@@ -172,21 +192,12 @@ def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single:
     present = counts >= 0
     bad = present & (counts != size)
     if bad.any():
-        i = int(np.argmax(bad))
-        raise ParseError(
-            f"Key: {name}, Index: {i}. Number of {_TF_TYPE[spec.dtype]} values != expected. "
-            f"Values size: {counts[i]} but output shape: {_shape_text(spec.shape)}",
-            key=name, index=i,
-        )
+        raise wrong_count_error(name, spec.dtype, spec.shape, counts, bad)
     missing = ~present
     # As in TensorFlow, a feature of shape [0] can have no usable default: always required.
     default = spec._default if size else None  # type: ignore[attr-defined]
     if missing.any() and default is None:
-        i = int(np.argmax(missing))
-        raise ParseError(
-            f"Index: {i}. Feature: {name} (data type: {_TF_TYPE[spec.dtype]}) is required but could not be found.",
-            key=name, index=i,
-        )
+        raise required_error(name, spec.dtype, missing)
     out = np.empty((batch, size), dtype=NUMPY_DTYPES[spec.dtype])
     out[present] = values.reshape(int(present.sum()), size)
     if missing.any():

@@ -28,7 +28,7 @@ from recordkit.features import (
     UniformRowLength,
     VarLenFeature,
 )
-from recordkit.parsing import _TF_TYPE, _plan_example, _ragged, _Requests, _shape_text, _sparse
+from recordkit.parsing import _plan_example, _ragged, _Requests, _sparse, required_error, wrong_count_error
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -173,27 +173,14 @@ def _bad_utf8(column: _Column, offsets: np.ndarray, data: np.ndarray, counts: np
     return ParseError(f"Key: {column.name}. A value is not valid UTF-8", key=column.name)
 
 
-def _missing_error(column: _Column, missing: np.ndarray, first_record: int) -> ParseError:
-    i = first_record + int(np.argmax(missing))
-    return ParseError(
-        f"Index: {i}. Feature: {column.name} (data type: {_TF_TYPE[column.dtype]}) is required but could not be found.",
-        key=column.name, index=i,
-    )
-
-
 def _count_error(column: _Column, counts: np.ndarray, bad: np.ndarray, first_record: int) -> ParseError:
+    if not column.nullable:
+        return wrong_count_error(column.name, column.dtype, list(column.shape or ()), counts, bad, first_record)
     i = int(np.argmax(bad))
-    if column.nullable:
-        return ParseError(
-            f"Key: {column.name}, Index: {first_record + i}. The record holds {counts[i]} values, where the schema "
-            f"inferred from the first {column.inferred_from} records has one per record: pass features= "
-            f"(e.g. {{{column.name!r}: rk.VarLenFeature({column.dtype!r})}}) to read it",
-            key=column.name, index=first_record + i,
-        )
-    size = math.prod(column.shape or ())
     return ParseError(
-        f"Key: {column.name}, Index: {first_record + i}. Number of {_TF_TYPE[column.dtype]} values != expected. "
-        f"Values size: {counts[i]} but output shape: {_shape_text(list(column.shape or ()))}",
+        f"Key: {column.name}, Index: {first_record + i}. The record holds {counts[i]} values, where the schema "
+        f"inferred from the first {column.inferred_from} records has one per record: pass features= "
+        f"(e.g. {{{column.name!r}: rk.VarLenFeature({column.dtype!r})}}) to read it",
         key=column.name, index=first_record + i,
     )
 
@@ -213,7 +200,7 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
         missing = ~present
         if missing.any() and not column.nullable:
             if column.default is None:
-                raise _missing_error(column, missing, first_record)
+                raise required_error(column.name, column.dtype, missing, first_record)
             # Missing records take the default: the values, then the default's
             # values once, taken row by row in Arrow.
             default = np.asarray(column.default).reshape(-1)

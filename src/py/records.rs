@@ -130,6 +130,27 @@ fn open_pyfile(
 /// `(offset, bytes_skipped, kind, detail, record_index)`.
 type SkippedRegion = (u64, u64, &'static str, String, u64);
 
+impl PyRecordScanner {
+    /// Frames the next batch with the GIL released, then hands the scanner
+    /// and the batch's spans to `out` (the span buffer is reused across calls).
+    fn framed<T>(
+        &self,
+        py: Python<'_>,
+        max_records: usize,
+        max_bytes: usize,
+        out: impl FnOnce(&mut Scanner, &[Span]) -> PyResult<T>,
+    ) -> PyResult<T> {
+        let mut state = lock_shared(py, &self.state);
+        let state = &mut *state;
+        let mut spans = std::mem::take(&mut state.spans);
+        let scanner = state.scanner()?;
+        py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
+        let result = out(scanner, &spans)?;
+        state.spans = spans;
+        Ok(result)
+    }
+}
+
 /// Frames records from a file, in batches, with the GIL released. Threads may
 /// share one: calls take turns (a mutex), instead of failing with "Already
 /// borrowed" as a plain pyclass would while another call has the GIL released.
@@ -197,20 +218,17 @@ impl PyRecordScanner {
         max_bytes: usize,
     ) -> PyResult<Bound<'py, PyList>> {
         crate::py::errors::guard(|| {
-            let mut state = lock_shared(py, &self.state);
-            let state = &mut *state;
-            let mut spans = std::mem::take(&mut state.spans);
-            let scanner = state.scanner()?;
-            py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
-            let list = PyList::new(
-                py,
-                spans
-                    .iter()
-                    .map(|&span| PyBytes::new(py, scanner.payload(span))),
-            )?;
-            scanner.check_source()?;
-            state.spans = spans;
-            Ok(list)
+            self.framed(py, max_records, max_bytes, |scanner, spans| {
+                let list = PyList::new(
+                    py,
+                    spans
+                        .iter()
+                        .map(|&span| PyBytes::new(py, scanner.payload(span))),
+                )?;
+                // Copied out: if the file shrank meanwhile, the copies are not to be trusted.
+                scanner.check_source()?;
+                Ok(list)
+            })
         })
     }
 
@@ -260,18 +278,14 @@ impl PyRecordScanner {
         max_bytes: usize,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         crate::py::errors::guard(|| {
-            let mut state = lock_shared(py, &self.state);
-            let state = &mut *state;
-            let mut spans = std::mem::take(&mut state.spans);
-            let scanner = state.scanner()?;
-            py.detach(|| scanner.next_batch(max_records.max(1), max_bytes, &mut spans))?;
-            let (offsets, sizes): (Vec<u64>, Vec<u64>) =
-                spans.iter().map(|&s| scanner.frame_of(s)).unzip();
-            state.spans = spans;
-            Ok((
-                offsets.into_pyarray(py).into_any(),
-                sizes.into_pyarray(py).into_any(),
-            ))
+            self.framed(py, max_records, max_bytes, |scanner, spans| {
+                let (offsets, sizes): (Vec<u64>, Vec<u64>) =
+                    spans.iter().map(|&s| scanner.frame_of(s)).unzip();
+                Ok((
+                    offsets.into_pyarray(py).into_any(),
+                    sizes.into_pyarray(py).into_any(),
+                ))
+            })
         })
     }
 
