@@ -6,17 +6,19 @@
 use std::collections::HashMap;
 
 use crate::example::{
-    feature, for_each_canonical_entry, for_each_example_entry, for_each_sequence_entry, Entry,
-    Feature, Kind, Schema,
+    feature, for_each_canonical_entry, for_each_entry, for_each_example_entry,
+    for_each_sequence_entry, Entry, Feature, Kind, Schema,
 };
 use crate::wire::Malformed;
 
-/// The three value types `tf.io.parse_*` knows.
+/// The three value types `tf.io.parse_*` knows, and OneFlow's two more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DType {
     Int64,
     Float32,
     Bytes,
+    Float64,
+    Int32,
 }
 
 impl DType {
@@ -25,6 +27,8 @@ impl DType {
             DType::Int64 => Kind::Int64,
             DType::Float32 => Kind::Float,
             DType::Bytes => Kind::Bytes,
+            DType::Float64 => Kind::Double,
+            DType::Int32 => Kind::Int32,
         }
     }
 }
@@ -42,6 +46,8 @@ pub enum Buffer<'a> {
     Int64(Vec<i64>),
     Float32(Vec<f32>),
     Bytes(Vec<&'a [u8]>),
+    Float64(Vec<f64>),
+    Int32(Vec<i32>),
 }
 
 impl<'a> Buffer<'a> {
@@ -51,20 +57,24 @@ impl<'a> Buffer<'a> {
             (Buffer::Int64(a), Buffer::Int64(b)) => a.extend(b),
             (Buffer::Float32(a), Buffer::Float32(b)) => a.extend(b),
             (Buffer::Bytes(a), Buffer::Bytes(b)) => a.extend(b),
+            (Buffer::Float64(a), Buffer::Float64(b)) => a.extend(b),
+            (Buffer::Int32(a), Buffer::Int32(b)) => a.extend(b),
             _ => unreachable!("columns of one request share a type"),
         }
     }
 
-    /// The tag byte of the Feature kind this buffer takes.
-    fn tag(&self) -> u8 {
+    /// The tag byte of the TensorFlow Feature kind this buffer takes, for the
+    /// canonical fast path; None for OneFlow's kinds, which take the general decoder.
+    fn tag(&self) -> Option<u8> {
         match self {
-            Buffer::Bytes(_) => 0x0a,
-            Buffer::Float32(_) => 0x12,
-            Buffer::Int64(_) => 0x1a,
+            Buffer::Bytes(_) => Some(0x0a),
+            Buffer::Float32(_) => Some(0x12),
+            Buffer::Int64(_) => Some(0x1a),
+            Buffer::Float64(_) | Buffer::Int32(_) => None,
         }
     }
 
-    /// Appends the values of a canonically laid out list (see
+    /// Appends the values of a canonically laid out TensorFlow list (see
     /// `Entry::canonical_list`): the common case, without the general decoder.
     #[inline]
     fn append_canonical(&mut self, payload: &'a [u8]) -> Result<i64, Malformed> {
@@ -97,6 +107,9 @@ impl<'a> Buffer<'a> {
                 v.push(b);
                 Ok(())
             })?,
+            Buffer::Float64(_) | Buffer::Int32(_) => {
+                unreachable!("OneFlow's kinds have no canonical tag")
+            }
         }
         Ok((self.len() - before) as i64)
     }
@@ -106,6 +119,8 @@ impl<'a> Buffer<'a> {
             Buffer::Int64(v) => v.len(),
             Buffer::Float32(v) => v.len(),
             Buffer::Bytes(v) => v.len(),
+            Buffer::Float64(v) => v.len(),
+            Buffer::Int32(v) => v.len(),
         }
     }
 
@@ -119,6 +134,8 @@ impl<'a> Buffer<'a> {
             DType::Int64 => Buffer::Int64(Vec::with_capacity(n)),
             DType::Float32 => Buffer::Float32(Vec::with_capacity(n)),
             DType::Bytes => Buffer::Bytes(Vec::with_capacity(n)),
+            DType::Float64 => Buffer::Float64(Vec::with_capacity(n)),
+            DType::Int32 => Buffer::Int32(Vec::with_capacity(n)),
         }
     }
 
@@ -129,6 +146,8 @@ impl<'a> Buffer<'a> {
             (Buffer::Int64(v), Kind::Int64) => grow(v, |v| f.int64s(v))?,
             (Buffer::Float32(v), Kind::Float) => grow(v, |v| f.floats(v))?,
             (Buffer::Bytes(v), Kind::Bytes) => grow(v, |v| f.bytes(v))?,
+            (Buffer::Float64(v), Kind::Double) => grow(v, |v| f.doubles(v))?,
+            (Buffer::Int32(v), Kind::Int32) => grow(v, |v| f.int32s(v))?,
             _ => return Ok(Err(actual)),
         };
         Ok(Ok(added as i64))
@@ -201,18 +220,19 @@ const RECORDS_PER_THREAD: usize = 4096;
 pub fn parse_examples_parallel<'a>(
     records: &[&'a [u8]],
     requests: &[Request],
+    schema: Schema,
 ) -> Result<Vec<Column<'a>>, ParseFailure> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(records.len() / RECORDS_PER_THREAD);
     if threads <= 1 {
-        return parse_examples(records, requests);
+        return parse_examples(records, requests, schema);
     }
     let per_thread = records.len().div_ceil(threads);
     let parts: Vec<Result<Vec<Column<'a>>, ParseFailure>> = std::thread::scope(|scope| {
         let handles: Vec<_> = records
             .chunks(per_thread)
-            .map(|chunk| scope.spawn(move || parse_examples(chunk, requests)))
+            .map(|chunk| scope.spawn(move || parse_examples(chunk, requests, schema)))
             .collect();
         handles
             .into_iter()
@@ -386,10 +406,12 @@ fn malformed(index: usize) -> impl Fn(Malformed) -> ParseFailure {
     }
 }
 
-/// Parses a batch of serialized Examples.
+/// Parses a batch of serialized Examples (`Schema::TensorFlow`) or OFRecords
+/// (`Schema::OneFlow`: the record is the feature map itself).
 pub fn parse_examples<'a>(
     records: &[&'a [u8]],
     requests: &[Request],
+    schema: Schema,
 ) -> Result<Vec<Column<'a>>, ParseFailure> {
     let mut keys = Keys::new(requests);
     let mut columns: Vec<Column<'a>> = requests
@@ -410,7 +432,9 @@ pub fn parse_examples<'a>(
             }
             position += 1;
         };
-        if !for_each_canonical_entry(record, &mut take) {
+        if schema == Schema::OneFlow {
+            for_each_entry(record, &mut take).map_err(malformed(index))?;
+        } else if !for_each_canonical_entry(record, &mut take) {
             slots.iter_mut().for_each(|s| *s = None);
             position = 0;
             for_each_example_entry(record, &mut |entry| {
@@ -426,7 +450,12 @@ pub fn parse_examples<'a>(
             // as a helper function this loop measured 9-20% more instructions.
             let count = match slot {
                 None => -1,
-                Some(entry) => match entry.canonical_list(column.values.tag()) {
+                Some(entry) => match column
+                    .values
+                    .tag()
+                    .filter(|_| schema == Schema::TensorFlow)
+                    .and_then(|tag| entry.canonical_list(tag))
+                {
                     Some(payload) => column.values.append_canonical(payload).map_err(|m| {
                         ParseFailure::Malformed {
                             index,
@@ -435,9 +464,7 @@ pub fn parse_examples<'a>(
                         }
                     })?,
                     None => {
-                        let f = entry
-                            .feature(Schema::TensorFlow)
-                            .map_err(malformed(index))?;
+                        let f = entry.feature(schema).map_err(malformed(index))?;
                         if f.kind.is_none() {
                             -1 // a Feature with no kind counts as missing, as in TensorFlow
                         } else {
@@ -610,8 +637,8 @@ mod tests {
         let slices: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
         let requests = [request("x", DType::Int64), request("s", DType::Bytes)];
         assert_eq!(
-            parse_examples_parallel(&slices, &requests).unwrap(),
-            parse_examples(&slices, &requests).unwrap()
+            parse_examples_parallel(&slices, &requests, Schema::TensorFlow).unwrap(),
+            parse_examples(&slices, &requests, Schema::TensorFlow).unwrap()
         );
         let mut broken = slices.clone();
         let (early, late) = (b"\xff".as_slice(), b"\x0a\x05".as_slice());
@@ -620,8 +647,18 @@ mod tests {
         let index = |r: Result<Vec<Column<'_>>, ParseFailure>| match r.unwrap_err() {
             ParseFailure::Malformed { index, .. } | ParseFailure::WrongType { index, .. } => index,
         };
-        assert_eq!(index(parse_examples_parallel(&broken, &requests)), 12_345);
-        assert_eq!(index(parse_examples(&broken, &requests)), 12_345);
+        assert_eq!(
+            index(parse_examples_parallel(
+                &broken,
+                &requests,
+                Schema::TensorFlow
+            )),
+            12_345
+        );
+        assert_eq!(
+            index(parse_examples(&broken, &requests, Schema::TensorFlow)),
+            12_345
+        );
     }
 
     #[test]
@@ -635,6 +672,7 @@ mod tests {
         let cols = parse_examples(
             &[&a, &b, &c],
             &[request("x", DType::Int64), request("s", DType::Bytes)],
+            Schema::TensorFlow,
         )
         .unwrap();
         assert_eq!(
@@ -651,6 +689,52 @@ mod tests {
                 counts: vec![1, -1, -1]
             }
         );
+    }
+
+    #[test]
+    fn ofrecords_take_all_five_kinds_and_field_three_is_double() {
+        let mut a = Vec::new();
+        crate::example::put_feature_map(
+            &mut a,
+            &[
+                (b"d", Some(Values::Double(&[1.5, -2.0]))),
+                (b"i", Some(Values::Int32(&[-7]))),
+                (b"l", Some(Values::Int64(&[1 << 40]))),
+                (b"f", Some(Values::Float(&[0.25]))),
+                (b"s", Some(Values::Bytes(&[b"x", b"yz"]))),
+            ],
+            Schema::OneFlow,
+        )
+        .unwrap();
+        let requests = [
+            request("d", DType::Float64),
+            request("i", DType::Int32),
+            request("l", DType::Int64),
+            request("f", DType::Float32),
+            request("s", DType::Bytes),
+        ];
+        let cols = parse_examples(&[&a, &[]], &requests, Schema::OneFlow).unwrap();
+        let values: Vec<&Buffer<'_>> = cols.iter().map(|c| &c.values).collect();
+        assert_eq!(
+            values,
+            [
+                &Buffer::Float64(vec![1.5, -2.0]),
+                &Buffer::Int32(vec![-7]),
+                &Buffer::Int64(vec![1 << 40]),
+                &Buffer::Float32(vec![0.25]),
+                &Buffer::Bytes(vec![b"x", b"yz"]),
+            ]
+        );
+        assert!(cols.iter().all(|c| c.counts[1] == -1));
+        // Field 3 is double_list in OneFlow: asking for int64 there is a type error.
+        let err = parse_examples(&[&a], &[request("d", DType::Int64)], Schema::OneFlow);
+        assert!(matches!(
+            err,
+            Err(ParseFailure::WrongType {
+                actual: Kind::Double,
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -680,7 +764,8 @@ mod tests {
     fn wrong_type_names_key_and_index() {
         let a = example(&[(b"x", Some(Values::Int64(&[1])))]);
         let b = example(&[(b"x", Some(Values::Float(&[1.0])))]);
-        let err = parse_examples(&[&a, &b], &[request("x", DType::Int64)]).unwrap_err();
+        let err = parse_examples(&[&a, &b], &[request("x", DType::Int64)], Schema::TensorFlow)
+            .unwrap_err();
         assert_eq!(
             err,
             ParseFailure::WrongType {
@@ -696,7 +781,12 @@ mod tests {
     #[test]
     fn malformed_record_is_reported_by_index() {
         let a = example(&[(b"x", Some(Values::Int64(&[1])))]);
-        let err = parse_examples(&[&a, &[0x0a, 0x09]], &[request("x", DType::Int64)]).unwrap_err();
+        let err = parse_examples(
+            &[&a, &[0x0a, 0x09]],
+            &[request("x", DType::Int64)],
+            Schema::TensorFlow,
+        )
+        .unwrap_err();
         assert!(matches!(err, ParseFailure::Malformed { index: 1, .. }));
     }
 }
@@ -740,7 +830,7 @@ mod timing {
         for _ in 0..3 {
             let start = std::time::Instant::now();
             for chunk in slices.chunks(1024) {
-                std::hint::black_box(parse_examples(chunk, &requests).unwrap());
+                std::hint::black_box(parse_examples(chunk, &requests, Schema::TensorFlow).unwrap());
             }
             let ns = start.elapsed().as_nanos() as f64 / slices.len() as f64;
             println!("parse_examples: {ns:.0} ns/record");

@@ -1,13 +1,17 @@
-"""Shared fixtures: where the conformance corpus lives, and Hypothesis settings."""
+"""Shared fixtures: where the conformance corpus lives, Hypothesis settings, and
+parse outputs as the rows ``rk.read_table`` gives."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
+
+import recordkit as rk
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("thorough", max_examples=1000, deadline=None)
@@ -47,3 +51,23 @@ def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(os, "fsync", fsync)
     return paths
+
+
+def table_rows(spec: Any, output: Any, batch: int, lengths: Any = None) -> list:
+    """A parse output (``rk.parse_example``'s or ``rk.parse_sequence_example``'s) as
+    the Python value of each row that ``rk.read_table`` gives for ``spec``'s column."""
+    if isinstance(output, rk.RaggedArray):
+        return output.to_list()
+    if isinstance(output, rk.SparseArray):
+        sparse = isinstance(spec, rk.SparseFeature)
+        rows: list = [{"indices": [], "values": []} if sparse else [] for _ in range(batch)]
+        for index, v in zip(output.indices.tolist(), output.values.tolist()):
+            if sparse:
+                rows[index[0]]["indices"].append(index[1] if len(index) == 2 else index[1:])
+                rows[index[0]]["values"].append(v)
+            else:
+                rows[index[0]].append(v)
+        return rows
+    if lengths is not None:  # a FixedLenSequenceFeature: padded steps, then the real count of each
+        return [row[:n] for row, n in zip(output.tolist(), lengths.tolist())]
+    return output.tolist()

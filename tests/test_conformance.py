@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
-from conftest import load_cases
+from conftest import load_cases, table_rows
 from reference import OFRECORD_KINDS, decode_feature_map
 
 CASES = load_cases()
@@ -98,6 +98,15 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
+def _same_nested(a: object, b: object) -> bool:
+    """Equal rows, NaN equal to NaN."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same_nested, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_nested(a[k], b[k]) for k in a)
+    return _same(a, b)
+
+
 def check_ofrecord(case: dict, files: Path) -> None:
     path = files / case["file"]
     records = list(rk.OFRecordReader(path))
@@ -119,6 +128,21 @@ def check_ofrecord(case: dict, files: Path) -> None:
         again = message.SerializeToString()
         assert again == rk.encode_ofrecord(decoded)
         assert rk.ofrecord.OFRecord.FromString(again) == message
+    # read_table: one column per feature, OneFlow's five kinds as their Arrow types.
+    table = rk.read_table(path, format="ofrecord")
+    arrow_types = {"bytes_list": "binary", "float_list": "float", "double_list": "double",
+                   "int32_list": "int32", "int64_list": "int64"}
+    for name in table.column_names:
+        kinds = {spec["kind"] for row in case["decoded"] for key, spec in row.items() if key == name}
+        assert str(table.schema.field(name).type).replace("large_", "").startswith(
+            tuple(f"{p}{arrow_types[k]}" for k in kinds for p in ("", "list<item: "))), name
+        for row, expected in zip(table.column(name).to_pylist(), case["decoded"]):
+            if name not in expected:
+                assert row is None
+                continue
+            want = [_expected_value(expected[name]["kind"], v) for v in expected[name]["values"]]
+            got = row if isinstance(row, list) else [row]
+            assert len(got) == len(want) and all(map(_same, got, want)), name
 
 
 def _bytes(value: dict) -> bytes:
@@ -221,6 +245,26 @@ def check_parse(case: dict, files: Path) -> None:
     assert set(out) == set(case["outputs"])
     for name, expected in case["outputs"].items():
         assert_output(out[name], expected, name)
+    if case["type"] == "parse_example":
+        check_read_table(case, files, features, records, out)
+
+
+def check_read_table(case: dict, files: Path, features: dict, records: list[bytes], parsed: dict) -> None:
+    """rk.read_table over the same file: each row is the row parse_example gave
+    (and so TensorFlow's); where parse_example fails, the same error."""
+    if any(isinstance(spec, rk.FixedLenSequenceFeature) for spec in features.values()):
+        return  # read_table reads FixedLenSequenceFeature only as a feature list
+    path = files / case["file"]
+    if case.get("error"):
+        key, index = _facts(case["error"]["message"])
+        with pytest.raises(rk.ParseError) as info:
+            rk.read_table(path, features, compression=case["compression"])
+        assert (info.value.key, info.value.index) == (key, index), str(info.value)
+        return
+    table = rk.read_table(path, features, compression=case["compression"])
+    assert table.num_rows == len(records)
+    for name, spec in features.items():
+        assert _same_nested(table.column(name).to_pylist(), table_rows(spec, parsed[name], len(records))), name
 
 
 def check_sequence(case: dict, files: Path) -> None:
@@ -235,6 +279,18 @@ def check_sequence(case: dict, files: Path) -> None:
     assert set(lengths) == set(case["lengths"])
     for name, expected in case["lengths"].items():
         assert_same_array(lengths[name], _array(expected), "lengths." + name)
+    if not any(isinstance(spec, rk.RaggedFeature) for spec in sequence.values()):
+        table = rk.read_table(files / case["file"], context, sequence_features=sequence,
+                              compression=case.get("compression"))
+        for name, spec in context.items():
+            assert _same_nested(table.column(name).to_pylist(), table_rows(spec, out_context[name], len(records))), name
+        for name, spec in sequence.items():
+            if isinstance(spec, rk.VarLenFeature):  # whole steps per record: a sparse output drops trailing empty ones
+                steps = [rk.decode_sequence_example(r)[1].get(name, []) for r in records]
+                want = [[list(getattr(step, "tolist", lambda: step)()) for step in s] for s in steps]
+            else:
+                want = table_rows(spec, out_sequence[name], len(records), lengths[name])
+            assert _same_nested(table.column(name).to_pylist(), want), name
 
 
 def check_tensors(case: dict, files: Path) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
+from conftest import table_rows
 
 pa = pytest.importorskip("pyarrow")
 
@@ -86,17 +87,6 @@ def _structured_rows(n: int) -> list[dict]:
     return rows
 
 
-def _python_rows(value: object, batch: int) -> list:
-    if isinstance(value, rk.RaggedArray):
-        return value.to_list()
-    assert isinstance(value, rk.SparseArray)
-    rows: list[dict] = [{"indices": [], "values": []} for _ in range(batch)]
-    for index, v in zip(value.indices.tolist(), value.values.tolist()):
-        rows[index[0]]["indices"].append(index[1] if len(index) == 2 else index[1:])
-        rows[index[0]]["values"].append(v)
-    return rows
-
-
 def test_ragged_and_sparse_features_equal_parse_example(tmp_path: Path) -> None:
     path = _write(tmp_path / "s.tfrecord", _structured_rows(40))
     records = list(rk.TFRecordReader(path))
@@ -104,7 +94,7 @@ def test_ragged_and_sparse_features_equal_parse_example(tmp_path: Path) -> None:
     for batch_size in (7, 1000):
         table = rk.read_batches(path, STRUCTURED, batch_size=batch_size).read_all()
         for name in STRUCTURED:
-            assert table.column(name).to_pylist() == _python_rows(expected[name], len(records)), (name, batch_size)
+            assert table.column(name).to_pylist() == table_rows(STRUCTURED[name], expected[name], len(records)), (name, batch_size)
     assert table.schema.field("nested").type == pa.large_list(pa.large_list(pa.int64()))
     assert table.schema.field("pairs").type == pa.large_list(pa.large_list(pa.list_(pa.large_binary(), 2)))
     # A partition that does not cover the values names the record in the file, not in the batch.
@@ -113,6 +103,78 @@ def test_ragged_and_sparse_features_equal_parse_example(tmp_path: Path) -> None:
     with pytest.raises(rk.ParseError, match="Index: 15") as caught:
         rk.read_batches(_write(tmp_path / "bad.tfrecord", bad), {"nested": STRUCTURED["nested"]}, batch_size=4).read_all()
     assert caught.value.index == 15
+
+
+def _sequence_records(n: int) -> list[bytes]:
+    return [
+        rk.encode_sequence_example(
+            {"id": np.array([i]), "who": [b"w%d" % i]},
+            {"tokens": [np.arange(j + i % 2) for j in range(i % 4)],
+             **({"frames": [np.full(2, i, np.float32)] * (i % 3)} if i % 5 != 3 else {})},
+        )
+        for i in range(n)
+    ]
+
+
+def test_sequence_examples_give_context_columns_and_lists_of_steps(tmp_path: Path) -> None:
+    records = _sequence_records(30)
+    path = tmp_path / "seq.tfrecord"
+    with rk.TFRecordWriter(path) as writer:
+        writer.write_many(records)
+    context = {"id": rk.FixedLenFeature([], "int64"), "who": rk.VarLenFeature("string")}
+    lists = {"tokens": rk.VarLenFeature("int64"), "frames": rk.FixedLenSequenceFeature([2], "float32", allow_missing=True)}
+    out_context, out_lists, lengths = rk.parse_sequence_example(records, context, lists)
+    steps = [rk.decode_sequence_example(r)[1].get("tokens", []) for r in records]
+    for batch_size in (4, 65536):
+        table = rk.read_batches(path, context, sequence_features=lists, batch_size=batch_size).read_all()
+        for name, spec in context.items():
+            assert table.column(name).to_pylist() == table_rows(spec, out_context[name], len(records))
+        assert table.column("frames").to_pylist() == table_rows(lists["frames"], out_lists["frames"], 30, lengths["frames"])
+        assert table.column("tokens").to_pylist() == [[s.tolist() for s in r] for r in steps]
+    assert table.schema.field("frames").type == pa.large_list(pa.list_(pa.float32(), 2))
+    assert table.schema.field("tokens").type == pa.large_list(pa.large_list(pa.int64()))
+    # Inferred: feature lists are lists of lists, a missing one is null.
+    inferred = rk.read_table(path)
+    assert inferred.column_names == ["id", "who", "frames", "tokens"]
+    assert inferred.schema.field("frames").type == pa.large_list(pa.large_list(pa.float32()))
+    assert inferred.column("frames").to_pylist()[:4] == [[], [[1.0, 1.0]], [[2.0, 2.0]] * 2, None]
+    assert inferred.column("id").to_pylist() == list(range(30))
+    # A required feature list, missing from record 3: named by its index in the file, not the batch.
+    with pytest.raises(rk.ParseError, match="Index: 3. Feature list 'frames' is required") as caught:
+        rk.read_batches(path, sequence_features={"frames": rk.FixedLenSequenceFeature([2], "float32")},
+                        batch_size=2).read_all()
+    assert caught.value.index == 3
+    with pytest.raises(rk.ParseError, match="Index: 1. Number of values != expected"):
+        rk.read_table(path, sequence_features={"frames": rk.FixedLenSequenceFeature([3], "float32", allow_missing=True)})
+    with pytest.raises(TypeError, match="parse_sequence_example reads the others"):
+        rk.read_table(path, sequence_features={"tokens": rk.RaggedFeature("int64")})
+
+
+def test_ofrecords_give_their_five_kinds(tmp_path: Path) -> None:
+    rows = [{"d": np.array([0.5, i], np.float64), "i": np.array([i], np.int32), "l": np.array([i << 40]),
+             "f": np.array([i / 4], np.float32), "s": [b"x%d" % i]} for i in range(20)]
+    del rows[3]["d"]
+    folder = tmp_path / "of"
+    folder.mkdir()
+    for part in range(2):
+        with rk.OFRecordWriter(folder / f"part-{part}") as writer:
+            for row in rows[10 * part : 10 * part + 10]:
+                writer.write(rk.encode_ofrecord(row))
+    table = rk.read_table(folder)
+    assert dict(zip(table.column_names, map(str, table.schema.types))) == {
+        "d": "large_list<item: double>", "f": "float", "i": "int32", "l": "int64", "s": "large_binary"}
+    assert table.column("d").to_pylist()[2:5] == [[0.5, 2.0], None, [0.5, 4.0]]
+    assert table.column("i").to_pylist() == list(range(20))
+    assert table.column("l").to_pylist() == [i << 40 for i in range(20)]
+    spec = {"l": rk.FixedLenFeature([], "int64"), "s": rk.FixedLenFeature([], "string"), "f": rk.VarLenFeature("float32")}
+    by_spec = rk.read_table(folder, spec)
+    assert by_spec.column("s").to_pylist() == [b"x%d" % i for i in range(20)]
+    assert by_spec.column("f").to_pylist() == [[i / 4] for i in range(20)]
+    # Field 3 is double_list in an OFRecord: the same bytes read as TensorFlow's int64_list are a type error.
+    with pytest.raises(rk.ParseError, match="Data types don't match. Data type: double but expected type: int64"):
+        rk.read_table(folder, {"d": rk.VarLenFeature("int64")})
+    with pytest.raises(ValueError, match="no feature lists"):
+        rk.read_table(folder, sequence_features={"d": rk.VarLenFeature("float32")})
 
 
 def test_defaults_fill_missing_fixed_features_and_errors_match_parse_example(tmp_path: Path) -> None:
@@ -288,3 +350,65 @@ def test_bad_string_offsets_are_refused_by_the_encoder() -> None:
         _native.encode_feature("bytes_offsets", (np.array([2, 1], np.int64), np.zeros(3, np.uint8)))
     encoded = _native.encode_feature("bytes_offsets", (np.array([0, 1, 3], np.int64), np.frombuffer(b"abc", np.uint8)))
     assert _native.decode_feature(encoded) == ("bytes_list", [b"a", b"bc"])
+
+
+_WRITE_STREAM = textwrap.dedent(
+    """
+    import resource, sys
+    import pyarrow as pa
+    import recordkit as rk
+    blob = b"x" * 20_000
+    peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    at_ten = []
+    def batches():  # 40 batches of 500 rows of 20 KB: 200 MB, made as they are asked for
+        for b in range(40):
+            if b == 10:
+                at_ten.append(peak())
+            yield pa.record_batch({"blob": pa.array([blob] * 500, pa.binary()), "id": pa.array(range(b * 500, b * 500 + 500))})
+    schema = pa.schema([("blob", pa.binary()), ("id", pa.int64())])
+    before = peak()
+    shards = None if sys.argv[2] == "0" else int(sys.argv[2])
+    paths = rk.write_examples(sys.argv[1], pa.RecordBatchReader.from_batches(schema, batches()), shards=shards)
+    print(len(paths), peak() - before, peak() - at_ten[0])
+    """
+)
+
+
+@pytest.mark.parametrize("shards", [0, 3])
+def test_writing_a_stream_holds_one_batch_at_a_time(tmp_path: Path, shards: int) -> None:
+    out = subprocess.run([sys.executable, "-c", _WRITE_STREAM, str(tmp_path / "w.tfrecord"), str(shards)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    files, grown_mb, after_ten_batches_mb = map(int, out.stdout.split())
+    # A few batch-sized buffers (the batch, its encoding, what malloc keeps for the next)
+    # and nothing that grows with the stream: the last 30 batches add next to nothing.
+    assert grown_mb < 150, f"peak RSS grew {grown_mb} MB while writing a 200 MB stream"
+    assert after_ten_batches_mb < 25, f"peak RSS grew {after_ten_batches_mb} MB over the last 150 MB of the stream"
+    back = rk.read_table(sorted(tmp_path.glob("w*")), {"id": rk.FixedLenFeature([], "int64")})
+    assert back.column("id").to_pylist() == list(range(20_000))
+    assert files == max(shards, 1)
+    assert not [p.name for p in tmp_path.iterdir() if ".recordkit-convert-" in p.name]  # no staging file left
+
+
+def test_a_stream_is_sharded_as_its_table_and_a_failing_stream_writes_nothing(tmp_path: Path) -> None:
+    table = pa.table({"id": pa.array(range(1000)), "w": pa.array([f"w{i}" for i in range(1000)])})
+    from_table = rk.write_examples(tmp_path / "t.tfrecord", table, shards=4)
+    from_stream = rk.write_examples(tmp_path / "s.tfrecord", pa.RecordBatchReader.from_batches(
+        table.schema, table.to_batches(max_chunksize=64)), shards=4)
+    for a, b in zip(from_table, from_stream):
+        assert Path(a).read_bytes() == Path(b).read_bytes()
+
+    def failing() -> object:
+        yield from table.to_batches(max_chunksize=100)[:3]
+        raise OSError("the source went away")
+
+    for shards in (None, 3):
+        with pytest.raises(OSError, match="went away"):
+            rk.write_examples(tmp_path / "f" / "x.tfrecord", pa.RecordBatchReader.from_batches(table.schema, failing()),
+                              shards=shards)
+        assert not (tmp_path / "f").exists() or not list((tmp_path / "f").iterdir())
+    # A value that cannot be stored is named by its row in the whole stream, not in its batch.
+    wide = pa.table({"x": pa.array([1.0] * 300 + [1e300])})
+    with pytest.raises(ValueError, match="row 300"), pytest.warns(UserWarning, match="float32"):
+        rk.write_examples(tmp_path / "o.tfrecord", pa.RecordBatchReader.from_batches(
+            wide.schema, wide.to_batches(max_chunksize=100)))

@@ -8,6 +8,7 @@ protobuf and TensorFlow's fast parser both accept (unpacked lists, packed lists
 with padded varints, value before key, unknown top-level fields, features split
 over two maps, duplicate keys); and SequenceExamples. Outputs are compared value
 by value, shape by shape and dtype by dtype, errors by whether both refuse.
+The same records in a file read by ``rk.read_table`` give parse_example's rows.
 
 Not generated, because there recordkit follows protobuf by design (DESIGN.md):
 a duplicate key whose last entry is a Feature with no kind (TensorFlow skips
@@ -16,7 +17,9 @@ such entries and uses an earlier one; protobuf's last entry wins).
 
 from __future__ import annotations
 
+import os
 import struct
+import tempfile
 
 import numpy as np
 import pytest
@@ -24,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
+from conftest import table_rows
 
 tf = pytest.importorskip("tensorflow")
 
@@ -203,6 +207,27 @@ def compare_examples(records: list[bytes], specs: dict) -> None:
     if records:
         compare(lambda: tf.io.parse_single_example(tf.constant(records[0]), tf_spec),
                 lambda: rk.parse_single_example(records[0], rk_spec), (records[:1], specs))
+    compare_table(records, rk_spec)
+
+
+def compare_table(records: list[bytes], rk_spec: dict) -> None:
+    """rk.read_table over a file of ``records`` gives parse_example's rows (so,
+    where they agree, TensorFlow's), and fails where parse_example fails."""
+    if not records or any(isinstance(spec, rk.FixedLenSequenceFeature) for spec in rk_spec.values()):
+        return  # read_table reads FixedLenSequenceFeature only in a SequenceExample's feature lists
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "records.tfrecord")
+        with rk.TFRecordWriter(path) as writer:
+            writer.write_many(records)
+        try:
+            parsed = rk.parse_example(records, rk_spec)
+        except Exception as error:
+            with pytest.raises(type(error)):
+                rk.read_table(path, rk_spec)
+            return
+        table = rk.read_table(path, rk_spec)
+        for name, spec in rk_spec.items():
+            assert table.column(name).to_pylist() == table_rows(spec, parsed[name], len(records)), (name, rk_spec)
 
 
 @settings(max_examples=150, deadline=None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
 from recordkit._shardsets import shard_names
 from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing
 
-__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches", "per_file_limit"]
+__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches", "scanned_batches", "per_file_limit"]
 
 
 def expand_sources(sources: Source | Sequence[Source]) -> list[Source]:
@@ -95,6 +95,27 @@ def example_column_batches(
     feature). Batches do not span files. With ``limit``, at most that many records,
     taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``, byte
     strings come as ``(offsets, data)`` arrays instead of object arrays."""
+    for _, count, columns in scanned_batches(
+        paths, lambda scanner, n: scanner.next_example_batch(n, requests, flat_bytes), batch_size,
+        compression=compression, verify=verify, limit=limit,
+    ):
+        yield count, columns
+
+
+def scanned_batches(
+    paths: Sequence[Source],
+    next_batch: Callable[[Any, int], tuple[int, Any]],
+    batch_size: int,
+    *,
+    format: str = "tfrecord",
+    compression: str | None = "auto",
+    verify: bool = True,
+    limit: int | None = None,
+) -> Iterator[tuple[str, int, Any]]:
+    """``(file name, records, parsed)`` for each batch ``next_batch(scanner, n)`` frames and
+    parses from a ``RecordScanner`` over each file in turn (``(0, ...)`` at a file's end).
+    Batches do not span files. With ``limit``, at most that many records, taken from
+    every file in turn (:func:`per_file_limit`)."""
     taken = 0
     for path in paths:
         want = None if limit is None else min(per_file_limit(limit, len(paths)), limit - taken)
@@ -103,17 +124,17 @@ def example_column_batches(
         opened = open_input(path)
         try:
             scanner = _native.RecordScanner(
-                opened.handle, name=opened.name, compression=_reader_compression(compression), verify=verify
+                opened.handle, name=opened.name, format=format, compression=_reader_compression(compression),
+                verify=verify,
             )
             try:
                 read = 0
                 while want is None or read < want:
-                    count, columns = scanner.next_example_batch(
-                        batch_size if want is None else min(batch_size, want - read), requests, flat_bytes)
+                    count, parsed = next_batch(scanner, batch_size if want is None else min(batch_size, want - read))
                     if not count:
                         break
                     read += count
-                    yield count, columns
+                    yield opened.name, count, parsed
                 taken += read
             finally:
                 scanner.close()
@@ -432,6 +453,13 @@ _WRITE_SLICE_ROWS = 262144
 
 def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str, *, whole_set: bool,
                fsync: bool) -> None:
+    stream = _arrow_stream(columns)
+    if stream is not None:
+        _write_stream(targets, writer_factory, stream, schema, whole_set=whole_set, fsync=fsync)
+        return
+    if type(columns).__module__.startswith("pyarrow") and hasattr(columns, "slice"):
+        _write_table(targets, writer_factory, columns, schema, whole_set=whole_set, fsync=fsync)
+        return
     rows, normalized = _normalize(columns, schema, flat_bytes=True)
     with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
@@ -439,6 +467,93 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
             # each slice is one call into Rust, its rows encoded on every core.
             for lo in range(start, end, _WRITE_SLICE_ROWS):
                 _write(writer, normalized, lo, min(end, lo + _WRITE_SLICE_ROWS), schema)
+
+
+def _arrow_stream(columns: Any) -> Any:
+    """A pyarrow ``RecordBatchReader`` over ``columns`` when they are a stream of
+    record batches (a ``RecordBatchReader``, a DuckDB relation, a Polars frame,
+    anything with ``__arrow_c_stream__`` but a pyarrow or pandas table); else None."""
+    module = type(columns).__module__
+    if module.startswith("pyarrow") and hasattr(columns, "read_next_batch"):
+        return columns
+    if not module.startswith(("pyarrow", "pandas")) and hasattr(columns, "__arrow_c_stream__"):
+        import pyarrow as pa
+
+        return pa.RecordBatchReader.from_stream(columns)
+    return None
+
+
+def _normalized_slice(table: Any, schema: str, warned: set[str], rows_before: int) -> tuple[int, dict[str, Column]]:
+    """One slice of an Arrow table for the writer; errors name the row in the whole input."""
+    try:
+        return _normalize(table, schema, warned, flat_bytes=True)
+    except ColumnValueError as error:
+        raise error.shifted(rows_before) from None
+
+
+def _write_table(targets: list[Any], writer_factory: Any, table: Any, schema: str, *, whole_set: bool,
+                 fsync: bool) -> None:
+    """A pyarrow Table (or RecordBatch), a slice at a time: memory beyond the table is one slice's."""
+    if not table.num_columns:
+        raise ValueError("no columns to write")
+    warned: set[str] = set()
+    with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
+        for writer, (start, end) in zip(writers, _row_ranges(table.num_rows, len(writers))):
+            for lo in range(start, end, _WRITE_SLICE_ROWS):
+                rows, normalized = _normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema,
+                                                     warned, lo)
+                _write(writer, normalized, 0, rows, schema)
+
+
+def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: str, *, whole_set: bool,
+                  fsync: bool) -> None:
+    """Record batches as they come: memory beyond one batch stays bounded. Shards
+    take even runs of consecutive rows, and a stream's length is known only at its
+    end, so for several targets the rows are encoded once into a hidden staging
+    file beside them (named as ``convert``'s, which removes what a killed process
+    left), whose records are then split among the shards."""
+    import pyarrow as pa
+
+    if not stream.schema.names:
+        raise ValueError("no columns to write")
+    warned: set[str] = set()
+
+    def write_batches(writer: Any) -> None:
+        done = 0
+        for batch in stream:
+            for lo in range(0, batch.num_rows, _WRITE_SLICE_ROWS):
+                part = pa.Table.from_batches([batch.slice(lo, _WRITE_SLICE_ROWS)])
+                rows, normalized = _normalized_slice(part, schema, warned, done)
+                _write(writer, normalized, 0, rows, schema)
+                done += rows
+
+    if len(targets) == 1:
+        with all_or_nothing([writer_factory(targets[0])], whole_set=whole_set, fsync=fsync) as writers:
+            write_batches(writers[0])
+        return
+    folder = os.path.dirname(os.path.abspath(os.fspath(targets[0])))
+    staging = os.path.join(folder, f".recordkit-convert-{os.getpid()}-{os.urandom(4).hex()}-00000")
+    fmt = "ofrecord" if schema == "oneflow" else "tfrecord"
+    try:
+        with (OFRecordWriter if fmt == "ofrecord" else TFRecordWriter)(staging) as staged:
+            write_batches(staged)
+        total = staged.records_written
+        scanner = _native.RecordScanner(staging, name=staging, format=fmt, compression="none")
+        try:
+            with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
+                for writer, (start, end) in zip(writers, _row_ranges(total, len(writers))):
+                    left = end - start
+                    while left:
+                        records = scanner.next_batch(min(left, 4096))
+                        if not records:
+                            raise RuntimeError(f"the staging file {staging} ended {left} records early")
+                        writer.write_many(records)
+                        left -= len(records)
+        finally:
+            scanner.close()
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
 
 
 def write_examples(
@@ -458,7 +573,13 @@ def write_examples(
             a list of lists (or of arrays) is a variable-length list per row,
             with None for a row that lacks the feature. Integers and bools
             become ``int64_list``, floats ``float_list``, bytes and str
-            ``bytes_list``. A pyarrow Table or pandas DataFrame works too.
+            ``bytes_list``. A pyarrow Table or pandas DataFrame works too, and
+            so do streams of Arrow record batches (a ``RecordBatchReader``, a
+            DuckDB relation, a Polars frame, anything with
+            ``__arrow_c_stream__``), written batch by batch with memory bounded
+            by a batch; with ``shards``, a stream is first encoded into one
+            hidden staging file beside the output (its length is known only
+            at its end), then split.
         compression: None, ``"gzip"`` or ``"zlib"``.
         shards: Write this many files, ``name-00000-of-0000N.tfrecord`` ...,
             holding consecutive rows (sizes differ by at most one row). The

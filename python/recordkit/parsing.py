@@ -183,6 +183,24 @@ def required_error(name: str, dtype: str, missing: np.ndarray, first_record: int
     )
 
 
+def missing_feature_list_error(name: str, missing: np.ndarray, first_record: int = 0) -> ParseError:
+    """TensorFlow's error for the first record (of a batch starting at ``first_record``) lacking a required feature list."""
+    i = first_record + int(np.argmax(missing))
+    return ParseError(f"Index: {i}. Feature list '{name}' is required but could not be found.", key=name, index=i)
+
+
+def step_count_error(name: str, shape: Sequence[int], step_counts: np.ndarray, bad: np.ndarray,
+                     step_owner: np.ndarray, first_record: int = 0) -> ParseError:
+    """TensorFlow's error for the first step (of ``bad`` ones) not holding ``shape``'s count of values."""
+    s = int(np.argmax(bad))
+    i = first_record + int(step_owner[s])
+    return ParseError(
+        f"Feature list: {name}, Index: {i}. Number of values != expected. "
+        f"values size: {int(step_counts[s])} but output shape: {_shape_text(shape)}",
+        key=name, index=i,
+    )
+
+
 def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single: bool) -> np.ndarray:
     values, counts, uniform = column
     size = math.prod(spec.shape)
@@ -509,21 +527,14 @@ def _assemble_sequence(
         values, step_counts, steps = columns[key]
         missing = steps < 0
         if isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing and missing.any():
-            i = int(np.argmax(missing))
-            raise ParseError(f"Index: {i}. Feature list '{name}' is required but could not be found.", key=name, index=i)
+            raise missing_feature_list_error(name, missing)
         steps = np.maximum(steps, 0)
         step_owner = np.repeat(np.arange(batch, dtype=np.int64), steps)
         if isinstance(spec, FixedLenSequenceFeature):
             stride = math.prod(spec.shape)
             bad = step_counts != stride
             if bad.any():
-                s = int(np.argmax(bad))
-                i = int(step_owner[s])
-                raise ParseError(
-                    f"Feature list: {name}, Index: {i}. Number of values != expected. "
-                    f"values size: {int(step_counts[s])} but output shape: {_shape_text(spec.shape)}",
-                    key=name, index=i,
-                )
+                raise step_count_error(name, spec.shape, step_counts, bad, step_owner)
             if single:
                 out[name] = values.reshape((int(steps[0]),) + spec.shape)
             else:

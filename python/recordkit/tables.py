@@ -18,17 +18,29 @@ from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
-from recordkit.columnar import example_column_batches
+from recordkit.columnar import scanned_batches
 from recordkit.errors import ParseError
 from recordkit.features import (
+    DTYPES,
     FeatureSpec,
     FixedLenFeature,
+    FixedLenSequenceFeature,
     RaggedFeature,
     SparseFeature,
     UniformRowLength,
     VarLenFeature,
 )
-from recordkit.parsing import _plan_example, _ragged, _Requests, _sparse, required_error, wrong_count_error
+from recordkit.parsing import (
+    _plan_example,
+    _plan_sequence,
+    _ragged,
+    _Requests,
+    _sparse,
+    missing_feature_list_error,
+    required_error,
+    step_count_error,
+    wrong_count_error,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,23 +52,32 @@ __all__ = ["read_table", "read_batches"]
 Strings = Literal["binary", "utf8"]
 
 
+_ARROW_NUMBERS = ("int64", "float32", "float64", "int32")
+# infer_schema's kind names -> column dtypes; OFRecord has two kinds more than an Example.
+_INFERRED_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string", "double": "float64", "int32": "int32"}
+
+
 @dataclass(frozen=True)
 class _Column:
     """How one output column is made from its parsed values.
 
     ``shape`` is () for a scalar, the dense shape for a fixed-length column,
-    and None for a list. ``nullable`` columns make a missing feature null
+    and None for a list; for a ``feature_list`` column (a SequenceExample's),
+    the same of each step. ``nullable`` columns make a missing feature null
     (an inferred schema); otherwise TensorFlow's rules hold: a fixed-length
-    feature takes its default or is an error, a list is empty.
+    feature takes its default or is an error, a list is empty, and a
+    ``required`` feature list is an error.
     """
 
     name: str
-    dtype: str  # "int64", "float32" or "string"
+    dtype: str  # "int64", "float32", "string"; OFRecord's also "float64", "int32"
     shape: tuple[int, ...] | None
     default: Any = None
     nullable: bool = False
     inferred_from: int = 0  # records the schema was inferred from (0: a spec was given)
     spec: FeatureSpec | None = None  # a RaggedFeature or SparseFeature, built from several parsed keys
+    feature_list: bool = False
+    required: bool = False
 
     @property
     def value_key(self) -> str:
@@ -64,15 +85,38 @@ class _Column:
         return getattr(self.spec, "value_key", None) or self.name
 
 
-def _plan(features: Mapping[str, FeatureSpec], columns: Sequence[str] | None) -> list[_Column]:
-    wanted = list(features) if columns is None else list(columns)
-    unknown = [name for name in wanted if name not in features]
+@dataclass
+class _Plan:
+    """What to read: the container, the columns in output order, and what to ask Rust for."""
+
+    container: str  # "example", "sequence_example" or "ofrecord"
+    columns: list[_Column]
+    requests: _Requests  # features (a SequenceExample's context)
+    list_requests: _Requests  # a SequenceExample's feature lists
+
+
+def _plan(container: str, features: Mapping[str, FeatureSpec], sequence_features: Mapping[str, FeatureSpec],
+          columns: Sequence[str] | None) -> _Plan:
+    both = sorted(set(features) & set(sequence_features))
+    if both:
+        raise ValueError(f"{both} are named both in features and in sequence_features")
+    every = list(features) + list(sequence_features)
+    wanted = every if columns is None else list(columns)
+    unknown = [name for name in wanted if name not in every]
     if unknown:
-        raise ValueError(f"columns {unknown} are not in the spec; it has {sorted(features)}")
+        raise ValueError(f"columns {unknown} are not in the spec; it has {sorted(every)}")
     plan = []
     for name in wanted:
-        spec = features[name]
-        if isinstance(spec, FixedLenFeature):
+        spec = features.get(name) or sequence_features[name]
+        if name in sequence_features:
+            if isinstance(spec, FixedLenSequenceFeature):
+                plan.append(_Column(name, spec.dtype, tuple(spec.shape), feature_list=True, required=not spec.allow_missing))
+            elif isinstance(spec, VarLenFeature):
+                plan.append(_Column(name, spec.dtype, None, feature_list=True))
+            else:
+                raise TypeError(f"{name}: read_table and read_batches take FixedLenSequenceFeature and VarLenFeature "
+                                f"feature lists, not {type(spec).__name__}; parse_sequence_example reads the others")
+        elif isinstance(spec, FixedLenFeature):
             shape = tuple(spec.shape)
             plan.append(_Column(name, spec.dtype, shape, spec._default if math.prod(shape) else None))  # type: ignore[attr-defined]
         elif isinstance(spec, VarLenFeature):
@@ -84,20 +128,27 @@ def _plan(features: Mapping[str, FeatureSpec], columns: Sequence[str] | None) ->
                 f"{name}: read_table and read_batches take FixedLenFeature, VarLenFeature, RaggedFeature and "
                 f"SparseFeature specs, not {type(spec).__name__}"
             )
-    return plan
+    context = {c.name: features[c.name] for c in plan if not c.feature_list}
+    if container == "sequence_example":
+        requests, list_requests = _plan_sequence(context, {c.name: sequence_features[c.name] for c in plan if c.feature_list})
+    else:
+        requests, list_requests = _Requests(), _Requests()
+        _plan_example(context, requests)
+    return _Plan(container, plan, requests, list_requests)
 
 
-def _infer_plan(source: Any, columns: Sequence[str] | None, compression: str | None, sample: int) -> list[_Column]:
+def _infer_plan(files: list[str], columns: Sequence[str] | None, compression: str | None, sample: int,
+                fmt: str) -> _Plan:
     """One column per feature seen in the first ``sample`` records: a scalar where every
-    record holding it holds one value, else a list; a missing feature is null."""
+    record holding it holds one value, else a list (a feature list: a list of lists);
+    a missing feature is null."""
     from recordkit.schema import infer_schema
 
-    schema = infer_schema(source, limit=sample, compression=compression, format="tfrecord")
-    if schema.container != "example":
-        raise ValueError(f"read_table infers schemas of tf.train.Example files; these hold {schema.container}s")
-    dtypes = {"int64": "int64", "float": "float32", "bytes": "string"}
-    plan = []
-    for name, info in sorted(schema.features.items()):
+    schema = infer_schema(files, limit=sample, compression=compression, format=fmt)  # type: ignore[arg-type]
+    plan = _Plan(schema.container, [], _Requests(), _Requests())
+    found = [(name, info, False) for name, info in sorted(schema.features.items())]
+    found += [(name, info, True) for name, info in sorted(schema.sequence_features.items())]
+    for name, info, feature_list in found:
         if columns is not None and name not in columns:
             continue
         if info.kind == "mixed":
@@ -105,23 +156,29 @@ def _infer_plan(source: Any, columns: Sequence[str] | None, compression: str | N
                 f"feature {name!r} holds different kinds in different records of the first {schema.records}: "
                 "pass features= to say which to read", key=name,
             )
-        if info.kind not in dtypes:
+        if info.kind not in _INFERRED_DTYPES:
             continue  # never set in the sample: no type to give it
-        shape = () if info.min_values == info.max_values == 1 else None
-        plan.append(_Column(name, dtypes[info.kind], shape, nullable=True, inferred_from=schema.records))
+        dtype = _INFERRED_DTYPES[info.kind]
+        shape = () if not feature_list and info.min_values == info.max_values == 1 else None
+        plan.columns.append(_Column(name, dtype, shape, nullable=True, inferred_from=schema.records,
+                                    feature_list=feature_list))
+        (plan.list_requests if feature_list else plan.requests).add(name, dtype)
     if columns is not None:
-        missing = [name for name in columns if name not in {c.name for c in plan}]
+        seen = {c.name: c for c in plan.columns}
+        missing = [name for name in columns if name not in seen]
         if missing:
             raise ValueError(f"columns {missing} were not seen in the first {schema.records} records")
+        plan.columns = [seen[name] for name in columns]
     return plan
 
 
 def _arrow_type(column: _Column, strings: Strings) -> "pa.DataType":
     import pyarrow as pa
 
-    value = {"int64": pa.int64(), "float32": pa.float32()}.get(column.dtype) or (
-        pa.large_string() if strings == "utf8" else pa.large_binary()
-    )
+    if column.dtype in _ARROW_NUMBERS:
+        value = pa.from_numpy_dtype(np.dtype(column.dtype))
+    else:
+        value = pa.large_string() if strings == "utf8" else pa.large_binary()
     if isinstance(column.spec, SparseFeature):
         ndim = len(column.spec._sizes)  # type: ignore[attr-defined]
         index = pa.int64() if ndim == 1 else pa.list_(pa.int64(), ndim)
@@ -134,10 +191,11 @@ def _arrow_type(column: _Column, strings: Strings) -> "pa.DataType":
             value = pa.large_list(value)
         return value
     if column.shape is None:
-        return pa.large_list(value)
-    for size in reversed(column.shape):
-        value = pa.list_(value, size)
-    return value
+        value = pa.large_list(value)
+    else:
+        for size in reversed(column.shape):
+            value = pa.list_(value, size)
+    return pa.large_list(value) if column.feature_list else value
 
 
 def _flat_values(column: _Column, values: Any, strings: Strings, first_record: int, counts: np.ndarray) -> "pa.Array":
@@ -177,10 +235,11 @@ def _count_error(column: _Column, counts: np.ndarray, bad: np.ndarray, first_rec
     if not column.nullable:
         return wrong_count_error(column.name, column.dtype, list(column.shape or ()), counts, bad, first_record)
     i = int(np.argmax(bad))
+    fix = (f"pass features= (e.g. {{{column.name!r}: rk.VarLenFeature({column.dtype!r})}}) to read it"
+           if column.dtype in DTYPES else "infer the schema from more records with infer_from=")
     return ParseError(
         f"Key: {column.name}, Index: {first_record + i}. The record holds {counts[i]} values, where the schema "
-        f"inferred from the first {column.inferred_from} records has one per record: pass features= "
-        f"(e.g. {{{column.name!r}: rk.VarLenFeature({column.dtype!r})}}) to read it",
+        f"inferred from the first {column.inferred_from} records has one per record: {fix}",
         key=column.name, index=first_record + i,
     )
 
@@ -238,12 +297,20 @@ def _list_array(column: _Column, flat: "pa.Array", counts: np.ndarray) -> "pa.Ar
     return pa.LargeListArray.from_arrays(pa.array(offsets), flat, mask=mask)
 
 
-def _record_batch(plan: list[_Column], schema: "pa.Schema", columns: dict[str, Any], first_record: int,
-                  strings: Strings) -> "pa.RecordBatch":
+def _record_batch(plan: _Plan, schema: "pa.Schema", parsed: Any, first_record: int, strings: Strings) -> "pa.RecordBatch":
     import pyarrow as pa
 
+    if plan.container == "sequence_example":
+        context, lists = parsed
+        columns = dict(zip(plan.requests.dtypes, context))
+        feature_lists = dict(zip(plan.list_requests.dtypes, lists))
+    else:
+        columns, feature_lists = dict(zip(plan.requests.dtypes, parsed)), {}
     arrays = []
-    for column in plan:
+    for column in plan.columns:
+        if column.feature_list:
+            arrays.append(_feature_list_array(column, feature_lists[column.name], first_record, strings))
+            continue
         values, counts, uniform = columns[column.value_key]
         flat = _flat_values(column, values, strings, first_record, counts)
         if column.spec is not None:
@@ -253,6 +320,33 @@ def _record_batch(plan: list[_Column], schema: "pa.Schema", columns: dict[str, A
         else:
             arrays.append(_fixed_array(column, flat, counts, uniform, first_record))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _feature_list_array(column: _Column, parsed: Any, first_record: int, strings: Strings) -> "pa.Array":
+    """A SequenceExample's feature list: a list of steps per record, each step
+    a list (VarLen, inferred) or ``shape``'s values (FixedLenSequenceFeature)."""
+    import pyarrow as pa
+
+    values, step_counts, steps = parsed
+    missing = steps < 0
+    if column.required and missing.any():
+        raise missing_feature_list_error(column.name, missing, first_record)
+    steps = np.maximum(steps, 0)
+    step_owner = np.repeat(np.arange(len(steps), dtype=np.int64), steps)
+    per_record = np.bincount(step_owner, weights=step_counts, minlength=len(steps)).astype(np.int64)
+    inner = _flat_values(column, values, strings, first_record, per_record)
+    if column.shape is None:
+        inner = _list_array(column, inner, step_counts)
+    else:
+        bad = step_counts != math.prod(column.shape)
+        if bad.any():
+            raise step_count_error(column.name, column.shape, step_counts, bad, step_owner, first_record)
+        for width in reversed(column.shape):
+            inner = pa.FixedSizeListArray.from_arrays(inner, width)
+    offsets = np.zeros(len(steps) + 1, np.int64)
+    np.cumsum(steps, out=offsets[1:])
+    mask = pa.array(missing) if column.nullable and missing.any() else None
+    return pa.LargeListArray.from_arrays(pa.array(offsets), inner, mask=mask)
 
 
 def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any], batch: int, first_record: int,
@@ -300,30 +394,40 @@ def read_batches(
     source: "PathLike | Sequence[PathLike]",
     features: Mapping[str, FeatureSpec] | None = None,
     *,
+    sequence_features: Mapping[str, FeatureSpec] | None = None,
     batch_size: int = 65536,
     columns: Sequence[str] | None = None,
     compression: str | None = "auto",
+    format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
     verify: bool = True,
     strings: Strings = "binary",
     infer_from: int = 1000,
 ) -> "pa.RecordBatchReader":
-    """Streams ``tf.train.Example`` records as Arrow record batches of up to ``batch_size`` rows.
+    """Streams ``tf.train.Example``, ``tf.train.SequenceExample`` or OFRecord records
+    as Arrow record batches of up to ``batch_size`` rows.
 
     Memory is bounded by the batch, whatever the files' size. Batches do not
     span files. Types: ``int64``, ``float32`` and ``large_binary`` (or
     ``large_string`` with ``strings="utf8"``, where invalid UTF-8 is a
-    ``ParseError`` naming the feature and the record); a
-    ``FixedLenFeature([])`` is a scalar column, ``FixedLenFeature([k, ...])``
-    nested fixed-size lists, ``VarLenFeature`` a ``large_list``,
-    ``RaggedFeature`` a ``large_list`` nested once per partition, and
-    ``SparseFeature`` a struct of per-row ``indices`` and ``values`` lists
-    (the README's table has every case). With a spec,
+    ``ParseError`` naming the feature and the record), and OFRecord's
+    ``float64`` and ``int32``; a ``FixedLenFeature([])`` is a scalar column,
+    ``FixedLenFeature([k, ...])`` nested fixed-size lists, ``VarLenFeature``
+    a ``large_list``, ``RaggedFeature`` a ``large_list`` nested once per
+    partition, and ``SparseFeature`` a struct of per-row ``indices`` and
+    ``values`` lists (the README's table has every case). With a spec,
     TensorFlow's rules hold: a missing fixed-length feature takes its default
     or is an error, a missing VarLen feature is an empty list.
 
-    Without ``features``, the schema is inferred from the first ``infer_from``
-    records and kept for the whole stream: a feature holding exactly one
-    value wherever present is a scalar column, any other a list, and a
+    SequenceExamples: ``features`` is the context, one column per feature as
+    above, and ``sequence_features`` the feature lists, a column each: a
+    ``large_list`` of steps, each step a ``large_list`` (``VarLenFeature``)
+    or ``shape``'s values (``FixedLenSequenceFeature``, whose missing feature
+    list is an error unless ``allow_missing``, then an empty list).
+
+    Without ``features`` and ``sequence_features``, the schema is inferred
+    from the first ``infer_from`` records (the container too) and kept for the
+    whole stream: a feature holding exactly one value wherever present is a
+    scalar column, any other a list, a feature list a list of lists, and a
     missing feature is null. A later record that does not fit is a
     ``ParseError`` naming the feature and the record, and saying which spec to
     pass; the type never changes from one batch to the next.
@@ -331,37 +435,56 @@ def read_batches(
     Args:
         source: Anything :func:`recordkit.list_files` takes.
         features: A spec of ``FixedLenFeature``, ``VarLenFeature``,
-            ``RaggedFeature`` and ``SparseFeature`` (as for :func:`parse_example`).
+            ``RaggedFeature`` and ``SparseFeature`` (as for
+            :func:`parse_example`); a SequenceExample's context.
+        sequence_features: A SequenceExample's feature lists
+            (``FixedLenSequenceFeature``, ``VarLenFeature``); giving it reads
+            the records as SequenceExamples.
         columns: The columns to read (default: every feature of the spec).
+        format: ``"auto"`` (OneFlow's ``part-N`` names are OFRecord),
+            ``"tfrecord"`` or ``"ofrecord"``. An OFRecord spec uses ``int64``,
+            ``float32`` and ``string``; inferred columns also ``float64`` and ``int32``.
         compression, verify: As for :class:`recordkit.TFRecordReader`.
     """
     import pyarrow as pa
 
-    from recordkit.dataset import list_files
+    from recordkit.dataset import list_files, record_format
 
     if strings not in ("binary", "utf8"):
         raise ValueError(f'strings must be "binary" or "utf8", not {strings!r}')
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    if format not in ("auto", "tfrecord", "ofrecord"):
+        raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
     files = list_files(source)
-    plan = _infer_plan(files, columns, compression, infer_from) if features is None else _plan(features, columns)
-    schema = pa.schema([pa.field(c.name, _arrow_type(c, strings), nullable=c.nullable) for c in plan])
-    planned = _Requests()
-    if features is None:
-        for c in plan:
-            planned.add(c.name, c.dtype)
+    fmt = record_format(files[0]) if format == "auto" else format
+    if features is None and sequence_features is None:
+        plan = _infer_plan(files, columns, compression, infer_from, fmt)
     else:
-        _plan_example({c.name: features[c.name] for c in plan}, planned)
-    requests = planned.as_list()
+        if fmt == "ofrecord" and sequence_features is not None:
+            raise ValueError("OFRecord files hold no feature lists: sequence_features is for SequenceExamples")
+        container = "ofrecord" if fmt == "ofrecord" else "example" if sequence_features is None else "sequence_example"
+        plan = _plan(container, features or {}, sequence_features or {}, columns)
+    schema = pa.schema([pa.field(c.name, _arrow_type(c, strings), nullable=c.nullable) for c in plan.columns])
+    requests, list_requests = plan.requests.as_list(), plan.list_requests.as_list()
+    if plan.container == "sequence_example":
+        def next_batch(scanner: Any, n: int) -> tuple[int, Any]:
+            return scanner.next_sequence_batch(n, requests, list_requests, True)
+    else:
+        message = "oneflow" if plan.container == "ofrecord" else "tensorflow"
+
+        def next_batch(scanner: Any, n: int) -> tuple[int, Any]:
+            return scanner.next_example_batch(n, requests, True, message)
 
     def batches() -> Iterator[pa.RecordBatch]:
         first_record = 0
         previous_file = None
-        for count, parsed, path in _parsed(files, requests, batch_size, compression, verify):
+        for path, count, parsed in scanned_batches(files, next_batch, batch_size, format=fmt,
+                                                   compression=compression, verify=verify):
             if path != previous_file:
                 first_record, previous_file = 0, path
             try:
-                yield _record_batch(plan, schema, dict(zip(planned.dtypes, parsed)), first_record, strings)
+                yield _record_batch(plan, schema, parsed, first_record, strings)
             except ParseError as e:
                 raise ParseError(f"{path}: {e}", key=e.key, index=e.index) from None
             first_record += count
@@ -369,27 +492,23 @@ def read_batches(
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-def _parsed(files: list[str], requests: list[tuple[str, str]], batch_size: int, compression: str | None,
-            verify: bool) -> Iterator[tuple[int, list[Any], str]]:
-    for path in files:
-        for count, parsed in example_column_batches([path], requests, batch_size, compression=compression,
-                                                     verify=verify, flat_bytes=True):
-            yield count, parsed, path
-
-
 def read_table(
     source: "PathLike | Sequence[PathLike]",
     features: Mapping[str, FeatureSpec] | None = None,
     *,
+    sequence_features: Mapping[str, FeatureSpec] | None = None,
     columns: Sequence[str] | None = None,
     compression: str | None = "auto",
+    format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
     verify: bool = True,
     strings: Strings = "binary",
     infer_from: int = 1000,
 ) -> "pa.Table":
-    """Reads ``tf.train.Example`` records into one ``pyarrow.Table``: :func:`read_batches`, gathered.
+    """Reads ``tf.train.Example``, ``tf.train.SequenceExample`` or OFRecord records
+    into one ``pyarrow.Table``: :func:`read_batches`, gathered.
 
     ``read_table(...).to_pandas()``, ``polars.from_arrow(read_table(...))``.
     """
-    return read_batches(source, features, columns=columns, compression=compression, verify=verify,
-                        strings=strings, infer_from=infer_from).read_all()
+    return read_batches(source, features, sequence_features=sequence_features, columns=columns,
+                        compression=compression, format=format, verify=verify, strings=strings,
+                        infer_from=infer_from).read_all()

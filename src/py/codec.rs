@@ -20,7 +20,7 @@ use crate::example::{
 use crate::py::files::Payload;
 use crate::wire::{Malformed, Reader};
 
-fn schema(name: &str) -> PyResult<Schema> {
+pub fn schema(name: &str) -> PyResult<Schema> {
     match name {
         "tensorflow" => Ok(Schema::TensorFlow),
         "oneflow" => Ok(Schema::OneFlow),
@@ -33,6 +33,8 @@ fn dtype(name: &str) -> PyResult<DType> {
         "int64" => Ok(DType::Int64),
         "float32" => Ok(DType::Float32),
         "string" => Ok(DType::Bytes),
+        "float64" => Ok(DType::Float64),
+        "int32" => Ok(DType::Int32),
         _ => Err(PyValueError::new_err(format!("unknown dtype {name:?}"))),
     }
 }
@@ -127,6 +129,8 @@ fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
         Buffer::Int64(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Float32(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Bytes(v) => bytes_array(py, &v).unbind(),
+        Buffer::Float64(v) => v.into_pyarray(py).into_any().unbind(),
+        Buffer::Int32(v) => v.into_pyarray(py).into_any().unbind(),
     }
 }
 
@@ -153,6 +157,35 @@ impl FlatBytes {
     }
 }
 
+/// Byte-string buffers flattened into Arrow's layout (None for numbers),
+/// done with the GIL released.
+fn flatten_all<'a>(
+    py: Python<'_>,
+    buffers: impl Iterator<Item = &'a Buffer<'a>> + Send,
+) -> Vec<Option<FlatBytes>> {
+    py.detach(|| {
+        buffers
+            .map(|b| match b {
+                Buffer::Bytes(v) => Some(FlatBytes::new(v)),
+                _ => None,
+            })
+            .collect()
+    })
+}
+
+/// A buffer for Python: numbers as NumPy arrays; byte strings as `(offsets,
+/// data)` arrays when flattened, else as an object array of `bytes`.
+fn values_out(py: Python<'_>, values: Buffer<'_>, flat: Option<FlatBytes>) -> Py<PyAny> {
+    match flat {
+        Some(FlatBytes { offsets, data }) => (offsets.into_pyarray(py), data.into_pyarray(py))
+            .into_pyobject(py)
+            .expect("a tuple of two arrays")
+            .into_any()
+            .unbind(),
+        None => buffer_to_py(py, values),
+    }
+}
+
 /// Columns for Python, with byte strings flattened (`flat`) into
 /// `(offsets, data)` NumPy arrays with the GIL released, or else as object
 /// arrays of `bytes`.
@@ -160,34 +193,41 @@ pub fn columns_out(py: Python<'_>, columns: Vec<Column<'_>>, flat: bool) -> Vec<
     if !flat {
         return columns_to_py(py, columns);
     }
-    let flattened: Vec<Option<FlatBytes>> = py.detach(|| {
-        columns
-            .iter()
-            .map(|c| match &c.values {
-                Buffer::Bytes(v) => Some(FlatBytes::new(v)),
-                _ => None,
-            })
-            .collect()
-    });
+    let flattened = flatten_all(py, columns.iter().map(|c| &c.values));
     columns
         .into_iter()
         .zip(flattened)
         .map(|(c, flat)| {
             let uniform = uniform_count(&c.counts);
-            let values = match flat {
-                Some(FlatBytes { offsets, data }) => {
-                    (offsets.into_pyarray(py), data.into_pyarray(py))
-                        .into_pyobject(py)
-                        .expect("a tuple of two arrays")
-                        .into_any()
-                        .unbind()
-                }
-                None => buffer_to_py(py, c.values),
-            };
             (
-                values,
+                values_out(py, c.values, flat),
                 c.counts.into_pyarray(py).into_any().unbind(),
                 uniform,
+            )
+        })
+        .collect()
+}
+
+/// Feature-list columns for Python: `(values, step_counts, steps)`, byte
+/// strings flattened as in [`columns_out`] when `flat`.
+pub fn sequence_columns_out(
+    py: Python<'_>,
+    columns: Vec<SequenceColumn<'_>>,
+    flat: bool,
+) -> Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
+    let flattened = if flat {
+        flatten_all(py, columns.iter().map(|c| &c.values))
+    } else {
+        columns.iter().map(|_| None).collect()
+    };
+    columns
+        .into_iter()
+        .zip(flattened)
+        .map(|(c, flat)| {
+            (
+                values_out(py, c.values, flat),
+                c.step_counts.into_pyarray(py).into_any().unbind(),
+                c.steps.into_pyarray(py).into_any().unbind(),
             )
         })
         .collect()
@@ -221,22 +261,6 @@ pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>) -> Vec<PyColumn> 
         .collect()
 }
 
-fn sequence_columns_to_py(
-    py: Python<'_>,
-    columns: Vec<SequenceColumn<'_>>,
-) -> Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)> {
-    columns
-        .into_iter()
-        .map(|c| {
-            (
-                buffer_to_py(py, c.values),
-                c.step_counts.into_pyarray(py).into_any().unbind(),
-                c.steps.into_pyarray(py).into_any().unbind(),
-            )
-        })
-        .collect()
-}
-
 fn payloads(records: &Bound<'_, PyAny>) -> PyResult<Vec<Payload>> {
     let py = records.py();
     records
@@ -253,19 +277,21 @@ fn payloads(records: &Bound<'_, PyAny>) -> PyResult<Vec<Payload>> {
 /// Parses serialized Examples into columns: for each `(key, dtype)` request,
 /// `(values, counts)` with counts -1 where a record lacks the feature.
 #[pyfunction]
-#[pyo3(signature = (records, requests, flat_bytes = false))]
+#[pyo3(signature = (records, requests, flat_bytes = false, schema = "tensorflow"))]
 pub fn parse_example_columns(
     py: Python<'_>,
     records: &Bound<'_, PyAny>,
     requests: Vec<(String, String)>,
     flat_bytes: bool,
+    schema: &str,
 ) -> PyResult<Vec<PyColumn>> {
     crate::py::errors::guard(|| {
         let payloads = payloads(records)?;
         let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
         let requests = self::requests(requests)?;
+        let schema = self::schema(schema)?;
         let columns = py
-            .detach(|| parse_examples_parallel(&slices, &requests))
+            .detach(|| parse_examples_parallel(&slices, &requests, schema))
             .map_err(Error::from)?;
         Ok(columns_out(py, columns, flat_bytes))
     })
@@ -288,7 +314,7 @@ pub fn parse_sequence_columns(
         let (c, l) = py
             .detach(|| parse_sequence_examples(&slices, &context, &lists))
             .map_err(Error::from)?;
-        Ok((columns_to_py(py, c), sequence_columns_to_py(py, l)))
+        Ok((columns_to_py(py, c), sequence_columns_out(py, l, false)))
     })
 }
 

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use numpy::{IntoPyArray, PyReadonlyArray1};
 
-use crate::columns::parse_examples_parallel;
+use crate::columns::{parse_examples_parallel, parse_sequence_examples};
 use crate::compression::{Compression, Encoder, Inflater};
 use crate::error::{Error, Result};
 use crate::example::{
@@ -20,7 +20,7 @@ use crate::example::{
 use crate::framing::{
     header_len, seal_frame, seal_frame_at, write_ofrecord, write_tfrecord, Format, Scanner, Span,
 };
-use crate::py::codec::{columns_out, requests, ColumnSource, Held, PyColumn};
+use crate::py::codec::{columns_out, requests, sequence_columns_out, ColumnSource, Held, PyColumn};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
 use crate::py::shared::lock_shared;
 use crate::window::{MappedWindow, Stream, StreamWindow, Window};
@@ -149,6 +149,24 @@ impl PyRecordScanner {
         state.spans = spans;
         Ok(result)
     }
+
+    /// Frames the next batch, then `parse(payloads, index of the first in the
+    /// file)`: `(records framed, what parse made)`. Whatever parse made is
+    /// handed out only if the file did not shrink meanwhile.
+    fn parsed_batch<T>(
+        &self,
+        py: Python<'_>,
+        max_records: usize,
+        parse: impl FnOnce(&[&[u8]], usize) -> PyResult<T>,
+    ) -> PyResult<(usize, T)> {
+        self.framed(py, max_records, usize::MAX, |scanner, spans| {
+            let records: Vec<&[u8]> = spans.iter().map(|&s| scanner.payload(s)).collect();
+            let first = (scanner.records() - spans.len() as u64) as usize;
+            let made = parse(&records, first)?;
+            scanner.check_source()?;
+            Ok((spans.len(), made))
+        })
+    }
 }
 
 /// Frames records from a file, in batches, with the GIL released. Threads may
@@ -232,37 +250,60 @@ impl PyRecordScanner {
         })
     }
 
-    /// Frames up to `max_records` records and parses them as Examples in the
-    /// same call: `(records framed, [(values, counts)] per request)`; with
-    /// `flat_bytes`, byte strings come as `(offsets, data)` arrays (Arrow's layout).
+    /// Frames up to `max_records` records and parses them as Examples (or, with
+    /// `schema="oneflow"`, OFRecords) in the same call: `(records framed,
+    /// [(values, counts)] per request)`; with `flat_bytes`, byte strings come
+    /// as `(offsets, data)` arrays (Arrow's layout).
     #[allow(clippy::type_complexity)]
-    #[pyo3(signature = (max_records, requests, flat_bytes = false))]
+    #[pyo3(signature = (max_records, requests, flat_bytes = false, schema = "tensorflow"))]
     fn next_example_batch(
         &self,
         py: Python<'_>,
         max_records: usize,
         requests: Vec<(String, String)>,
         flat_bytes: bool,
+        schema: &str,
     ) -> PyResult<(usize, Vec<PyColumn>)> {
         crate::py::errors::guard(|| {
             let requests = self::requests(requests)?;
-            let mut state = lock_shared(py, &self.state);
-            let state = &mut *state;
-            let mut spans = std::mem::take(&mut state.spans);
-            let scanner = state.scanner()?;
-            let columns = py.detach(|| -> Result<_> {
-                scanner.next_batch(max_records.max(1), usize::MAX, &mut spans)?;
-                let records: Vec<&[u8]> = spans.iter().map(|&s| scanner.payload(s)).collect();
-                let first = scanner.records() - spans.len() as u64;
-                // The record's index in the file, not in the batch.
-                parse_examples_parallel(&records, &requests)
-                    .map_err(|failure| Error::Parse(failure.shifted(first as usize)))
-            })?;
-            let n = spans.len();
-            let columns = columns_out(py, columns, flat_bytes);
-            scanner.check_source()?;
-            state.spans = spans;
-            Ok((n, columns))
+            let schema = crate::py::codec::schema(schema)?;
+            self.parsed_batch(py, max_records, |records, first| {
+                // Errors name the record's index in the file, not in the batch.
+                let columns = py
+                    .detach(|| parse_examples_parallel(records, &requests, schema))
+                    .map_err(|failure| Error::Parse(failure.shifted(first)))?;
+                Ok(columns_out(py, columns, flat_bytes))
+            })
+        })
+    }
+
+    /// Frames up to `max_records` records and parses them as SequenceExamples:
+    /// `(records framed, context columns, feature-list columns)`, as
+    /// `parse_sequence_columns` gives them (byte strings flattened with `flat_bytes`).
+    #[allow(clippy::type_complexity)]
+    #[pyo3(signature = (max_records, context, lists, flat_bytes = false))]
+    fn next_sequence_batch(
+        &self,
+        py: Python<'_>,
+        max_records: usize,
+        context: Vec<(String, String)>,
+        lists: Vec<(String, String)>,
+        flat_bytes: bool,
+    ) -> PyResult<(
+        usize,
+        (Vec<PyColumn>, Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>),
+    )> {
+        crate::py::errors::guard(|| {
+            let (context, lists) = (requests(context)?, requests(lists)?);
+            self.parsed_batch(py, max_records, |records, first| {
+                let (c, l) = py
+                    .detach(|| parse_sequence_examples(records, &context, &lists))
+                    .map_err(|failure| Error::Parse(failure.shifted(first)))?;
+                Ok((
+                    columns_out(py, c, flat_bytes),
+                    sequence_columns_out(py, l, flat_bytes),
+                ))
+            })
         })
     }
 
