@@ -29,7 +29,7 @@ import numpy as np
 from recordkit import _native
 from recordkit._sources import AtomicTarget, PathLike, fsync_path, remove_files_of_dead_processes, require
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
-from recordkit.columnar import Column, _normalize, _write, example_column_batches, narrow_to_float32, ColumnValueError
+from recordkit.columnar import Column, _normalize, _write, scanned_batches, narrow_to_float32, ColumnValueError
 from recordkit.dataset import list_files, record_format
 from recordkit.images import image_shape
 from recordkit.records import (
@@ -57,7 +57,7 @@ _CHUNK_ROWS = 8192
 _SHARD_BYTES = 100_000_000  # the TensorFlow tutorial's "~100 MB per shard"
 _NATIVE_KINDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_list",
                  "double": "double_list", "int32": "int32_list"}
-_REQUEST_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string"}
+_REQUEST_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string", "double": "float64", "int32": "int32"}
 _DTYPES = {"int64": np.int64, "float": np.float32, "double": np.float64, "int32": np.int32}
 
 
@@ -143,9 +143,21 @@ def _column(kind: str, per_row: Sequence[Any]) -> Column:
     return _NATIVE_KINDS[kind], values, splits, None if present.all() else present
 
 
+def _byte_strings(column: Column) -> Column:
+    """A column whose byte strings are in Arrow's layout (``"bytes_offsets"``: offsets
+    into one buffer) with one ``bytes`` per value instead, for the sinks that need them."""
+    kind, values, splits, present = column
+    if kind != "bytes_offsets":
+        return column
+    offsets, data = values
+    raw = data.tobytes()
+    bounds = offsets.tolist()
+    return "bytes_list", [raw[a:b] for a, b in zip(bounds[:-1], bounds[1:])], splits, present
+
+
 def _rows_of(column: Column, rows: int) -> list[Any]:
     """Per-row values of a column: None when missing, else a list (bytes, or Python numbers)."""
-    kind, values, splits, present = column
+    kind, values, splits, present = _byte_strings(column)
     if kind == "bytes_fixed":
         values = values.tolist()
     elif isinstance(values, np.ndarray):
@@ -226,8 +238,8 @@ class _RecordSource(_Source):
             for name, info in schema.features.items()
         }
         self.rows = schema.records
-        # Rust parses Examples into columns, but reads a Feature that sets no kind as a missing one.
-        self.columnar = fmt == "tfrecord" and not any(info.kindless for info in schema.features.values())
+        # Rust parses Examples and OFRecords into columns, but reads a Feature that sets no kind as a missing one.
+        self.columnar = not any(info.kindless for info in schema.features.values())
 
     def records(self) -> Iterator[bytes]:
         for path in self.files:
@@ -244,15 +256,21 @@ class _RecordSource(_Source):
             yield self._chunk([_native.decode_features(record, schema, container) for record in records])
 
     def _parsed_chunks(self) -> Iterator[Chunk]:
-        """Chunks framed, checked and parsed into columns by Rust, one call per chunk."""
+        """Chunks framed, checked and parsed into columns by Rust, one call per chunk;
+        byte strings stay in Arrow's layout (``"bytes_offsets"``)."""
         requests = [(name, _REQUEST_DTYPES[info.kind]) for name, info in self.columns.items()]
-        for rows, parsed in example_column_batches(self.files, requests, _CHUNK_ROWS, compression=self.compression):
+        schema = "oneflow" if self.format == "ofrecord" else "tensorflow"
+        for _, rows, parsed in scanned_batches(
+            self.files, lambda scanner, n: scanner.next_example_batch(n, requests, True, schema), _CHUNK_ROWS,
+            format=self.format, compression=self.compression,
+        ):
             columns = {}
             for (name, info), (values, counts, _) in zip(self.columns.items(), parsed):
                 present = counts >= 0
                 splits = np.zeros(rows + 1, dtype=np.int64)
                 np.cumsum(np.where(present, counts, 0), out=splits[1:])
-                columns[name] = (_NATIVE_KINDS[info.kind], values, splits, None if present.all() else present)
+                kind = "bytes_offsets" if info.kind == "bytes" else _NATIVE_KINDS[info.kind]
+                columns[name] = (kind, values, splits, None if present.all() else present)
             yield rows, columns
 
     def _chunk(self, batch: list[dict[str, Any]]) -> Chunk:
@@ -299,7 +317,7 @@ class _ParquetSource(_Source):
         done = 0
         for batch in self.file.iter_batches(_CHUNK_ROWS, columns=list(self.columns)):
             try:
-                rows, columns = _normalize(pa.Table.from_batches([batch]), "tensorflow", self.warned)
+                rows, columns = _normalize(pa.Table.from_batches([batch]), "tensorflow", self.warned, flat_bytes=True)
             except ColumnValueError as error:
                 raise error.shifted(done) from None
             done += rows
@@ -761,12 +779,15 @@ class _TableSink(_Sink):
         arrays = []
         for name, info in self.columns.items():
             kind, values, splits, present = columns[name]
+            value_type = self._arrow_type(_ColumnInfo(info.kind, True, info.text))
+            mask = None if present is None else ~present
+            if kind == "bytes_offsets":
+                arrays.append(self._arrow_from_offsets(name, info, values, value_type, splits, mask, rows))
+                continue
             if kind == "bytes_fixed":
                 values = values.tolist()
             elif isinstance(values, np.ndarray) and values.dtype == object:
                 values = list(values)
-            value_type = self._arrow_type(_ColumnInfo(info.kind, True, info.text))
-            mask = None if present is None else ~present
             if info.scalar:
                 lengths = np.diff(splits)
                 if (lengths > 1).any():
@@ -787,6 +808,28 @@ class _TableSink(_Sink):
                 arrays.append(pa.ListArray.from_arrays(pa.array(splits, pa.int64()).cast(pa.int32()), flat,
                                                        mask=None if mask is None else pa.array(mask)))
         self.file.write_table(pa.Table.from_arrays(arrays, schema=self.arrow_schema))
+
+    def _arrow_from_offsets(self, name: str, info: _ColumnInfo, values: tuple[np.ndarray, np.ndarray], value_type: Any,
+                            splits: np.ndarray, mask: np.ndarray | None, rows: int) -> Any:
+        """A byte-string column from its offsets and data buffers, with no Python object per value."""
+        import pyarrow.compute as pc
+
+        pa = self.pa
+        offsets, data = values
+        flat = pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                     [None, pa.py_buffer(np.ascontiguousarray(offsets)), pa.py_buffer(data)])
+        flat = flat.cast(value_type)  # to binary, or to string (checking the UTF-8 the survey saw)
+        if not info.scalar:
+            return pa.ListArray.from_arrays(pa.array(splits, pa.int64()).cast(pa.int32()), flat,
+                                            mask=None if mask is None else pa.array(mask))
+        lengths = np.diff(splits)
+        if (lengths > 1).any():
+            raise ValueError(f"column {name!r} holds a list in some row, after rows of one value")
+        have = lengths == 1
+        if have.all():
+            return flat
+        # One value per present row: spread over the rows, nulls between.
+        return pc.take(flat, pa.array(np.where(have, np.cumsum(have) - 1, 0), mask=~have))
 
     def commit(self) -> list[str]:
         self.file.close()
@@ -809,7 +852,7 @@ class _NpzSink(_Sink):
 
     def write(self, rows: int, columns: dict[str, Column]) -> None:
         for name in self.columns:
-            self.parts[name].append(columns[name])
+            self.parts[name].append(_byte_strings(columns[name]))
 
     def commit(self) -> list[str]:
         arrays: dict[str, np.ndarray] = {}
