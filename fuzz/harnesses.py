@@ -114,6 +114,36 @@ def parse_example(data: bytes) -> None:
     attempt(rk.parse_single_example, data, SPEC)
 
 
+SEQUENCE_FEATURES = {"tokens": rk.VarLenFeature("int64"),
+                     "frames": rk.FixedLenSequenceFeature([2], "float32", allow_missing=True)}
+OFRECORD_REQUESTS = [("d", "float64"), ("i", "int32"), ("l", "int64"), ("f", "float32"), ("s", "string")]
+
+
+def tables(data: bytes) -> None:
+    """read_table over the input as a record of a TFRecord file (an Example with a spec
+    of every kind and inferred, a SequenceExample) and of an OFRecord part file, and the
+    OFRecord column parser alone. What it accepts has one row per record."""
+    from recordkit import _native
+
+    attempt(_native.parse_example_columns, [data], OFRECORD_REQUESTS, True, "oneflow")
+    intact = rk.encode_example({"label": 1, "pair": [1.0, 2.0]})
+    path = _scratch("tables.tfrecord", frame([intact, data]))
+    for table in (
+        attempt(rk.read_table, path, SPEC),
+        attempt(rk.read_table, path),
+        attempt(lambda: rk.read_table(path, {"label": SPEC["label"]}, sequence_features=SEQUENCE_FEATURES)),
+        attempt(lambda: rk.read_table(path, strings="utf8")),
+    ):
+        assert table is None or table.num_rows == 2, "read_table gave a row count other than the records'"
+    if not data:
+        return  # OneFlow's reader refuses empty records, so recordkit writes none
+    part = os.path.join(_SCRATCH, "part-00000")
+    with rk.OFRecordWriter(part) as writer:
+        writer.write(data)
+    table = attempt(rk.read_table, part)
+    assert table is None or table.num_rows == 1, "read_table gave a row count other than the OFRecord's"
+
+
 TENSOR_DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64",
                  "uint32", "uint64", "bool", "complex64", "complex128", "string"]
 
@@ -150,6 +180,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "parse_example": parse_example,
     "parse_tensor": parse_tensor,
     "index": index,
+    "tables": tables,
 }
 
 if os.environ.get("RECORDKIT_FUZZ_SELFTEST"):

@@ -64,6 +64,14 @@ SEEDS: dict[str, dict[str, bytes]] = {
         "complex": tensor("complex64", [1 + 2j]),
         "empty": tensor("uint8", np.zeros((0, 3))),
     },
+    "tables": {
+        "example": example(label=3, pair=[1.0, 2.0], tags=["a", "b"], sparse_index=[1, 7], sparse_value=[0.5, 0.25],
+                           ragged=[1, 2, 3], ragged_splits=[0, 1, 3], rows=[1.0, 2.0], rows_ids=[0, 1]),
+        "sequence": rk.encode_sequence_example({"label": 1}, {"tokens": [[1, 2], [3]], "frames": [[0.5, 1.5]]}),
+        "ofrecord": rk.encode_ofrecord({"d": np.array([1.5], np.float64), "i": np.array([3], np.int32),
+                                        "l": np.array([1 << 40]), "f": np.array([0.5], np.float32), "s": b"x"}),
+        "not-utf8": example(label=1, name=b"\xff\xfe"),
+    },
     "index": {
         "valid": b"0 20\n20 46\n66 16\n82 516\n598 20\n",
         "empty": b"",
@@ -91,6 +99,11 @@ REGRESSIONS: dict[str, dict[str, bytes]] = {
         "size-u64-max": b"0 18446744073709551615\n",
         "negative": b"-1\n",
         "odd-token-shifts-pairs": b"0 16 16\n46\n",
+    },
+    "tables": {
+        # An Example read as an OFRecord: its one "feature" sets no kind, so no column was
+        # inferred, and read_table returned no rows for a file holding one.
+        "rows-without-columns": example(label=1),
     },
     "framing": {
         # A valid header claiming 2**62 bytes: TensorFlow 2.21 segfaulted on it.

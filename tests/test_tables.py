@@ -177,6 +177,18 @@ def test_ofrecords_give_their_five_kinds(tmp_path: Path) -> None:
         rk.read_table(folder, sequence_features={"d": rk.VarLenFeature("float32")})
 
 
+def test_records_without_columns_are_still_rows(tmp_path: Path) -> None:
+    # Found by the fuzzer: with no column to read, the table had no rows either.
+    path = tmp_path / "empty-examples.tfrecord"
+    with rk.TFRecordWriter(path) as writer:
+        writer.write_many([b""] * 5)
+    assert rk.read_table(path).num_rows == 5
+    assert [b.num_rows for b in rk.read_batches(path, batch_size=2)] == [2, 2, 1]
+    with rk.OFRecordWriter(tmp_path / "part-0") as writer:
+        writer.write(rk.encode_example({"label": 1}))  # an Example as an OFRecord: a feature with no kind
+    assert rk.read_table(tmp_path / "part-0").num_rows == 1
+
+
 def test_defaults_fill_missing_fixed_features_and_errors_match_parse_example(tmp_path: Path) -> None:
     rows = [{"x": 1, "s": b"a"}, {}, {"x": 3, "s": b"c"}]
     path = _write(tmp_path / "t.tfrecord", [{k: v for k, v in r.items()} for r in rows])

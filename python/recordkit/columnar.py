@@ -369,19 +369,11 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
 
     ``warned``: the columns already warned about (float64 stored as float32),
     kept by a caller that normalizes a stream of chunks. ``flat_bytes``: Arrow
-    byte strings as ``"bytes_offsets"`` columns (only Rust's writer takes them).
-    Anything else with ``__arrow_c_stream__`` (a Polars DataFrame, a DuckDB
-    relation, a ``RecordBatchReader``) is read into a pyarrow Table first.
+    byte strings as ``"bytes_offsets"`` columns. Streams of record batches are
+    written a batch at a time (:func:`_write_stream`), never normalized whole.
     """
     warned = set() if warned is None else warned
     module = type(columns).__module__
-    if not module.startswith(("pyarrow", "pandas")) and hasattr(columns, "__arrow_c_stream__"):
-        import pyarrow as pa
-
-        columns = pa.table(columns)
-        module = "pyarrow"
-    elif module.startswith("pyarrow") and hasattr(columns, "read_all"):
-        columns = columns.read_all()  # a RecordBatchReader
     if module.startswith("pyarrow"):
         items = [(name, ("arrow", columns.column(name))) for name in columns.column_names]
     elif module.startswith("pandas"):

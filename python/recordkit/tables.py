@@ -297,9 +297,13 @@ def _list_array(column: _Column, flat: "pa.Array", counts: np.ndarray) -> "pa.Ar
     return pa.LargeListArray.from_arrays(pa.array(offsets), flat, mask=mask)
 
 
-def _record_batch(plan: _Plan, schema: "pa.Schema", parsed: Any, first_record: int, strings: Strings) -> "pa.RecordBatch":
+def _record_batch(plan: _Plan, schema: "pa.Schema", count: int, parsed: Any, first_record: int,
+                  strings: Strings) -> "pa.RecordBatch":
     import pyarrow as pa
 
+    if not plan.columns:
+        # No column to read (none asked for, or none with a kind): the rows are still there.
+        return pa.RecordBatch.from_struct_array(pa.nulls(count, pa.struct([])))
     if plan.container == "sequence_example":
         context, lists = parsed
         columns = dict(zip(plan.requests.dtypes, context))
@@ -484,7 +488,7 @@ def read_batches(
             if path != previous_file:
                 first_record, previous_file = 0, path
             try:
-                yield _record_batch(plan, schema, parsed, first_record, strings)
+                yield _record_batch(plan, schema, count, parsed, first_record, strings)
             except ParseError as e:
                 raise ParseError(f"{path}: {e}", key=e.key, index=e.index) from None
             first_record += count
