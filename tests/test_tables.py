@@ -419,6 +419,11 @@ def test_a_stream_is_sharded_as_its_table_and_a_failing_stream_writes_nothing(tm
             rk.write_examples(tmp_path / "f" / "x.tfrecord", pa.RecordBatchReader.from_batches(table.schema, failing()),
                               shards=shards)
         assert not (tmp_path / "f").exists() or not list((tmp_path / "f").iterdir())
+    with pytest.raises(TypeError, match="not Int64Array"):
+        rk.write_examples(tmp_path / "a.tfrecord", pa.array([1, 2]))  # an array is not a table
+    first = table.to_batches()[0]
+    rk.write_examples(tmp_path / "b.tfrecord", first)  # a RecordBatch is one
+    assert rk.read_table(tmp_path / "b.tfrecord").num_rows == first.num_rows
     # A value that cannot be stored is named by its row in the whole stream, not in its batch.
     wide = pa.table({"x": pa.array([1.0] * 300 + [1e300])})
     with pytest.raises(ValueError, match="row 300"), pytest.warns(UserWarning, match="float32"):

@@ -374,7 +374,7 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
     """
     warned = set() if warned is None else warned
     module = type(columns).__module__
-    if module.startswith("pyarrow"):
+    if module.startswith("pyarrow") and hasattr(columns, "column_names"):
         items = [(name, ("arrow", columns.column(name))) for name in columns.column_names]
     elif module.startswith("pandas"):
         items = [(str(name), columns[name].to_numpy()) for name in columns.columns]
@@ -449,7 +449,7 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
     if stream is not None:
         _write_stream(targets, writer_factory, stream, schema, whole_set=whole_set, fsync=fsync)
         return
-    if type(columns).__module__.startswith("pyarrow") and hasattr(columns, "slice"):
+    if type(columns).__module__.startswith("pyarrow") and hasattr(columns, "column_names"):
         _write_table(targets, writer_factory, columns, schema, whole_set=whole_set, fsync=fsync)
         return
     rows, normalized = _normalize(columns, schema, flat_bytes=True)
