@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,19 @@ REPO = Path(__file__).resolve().parent.parent
 # The project's own copy of the conformance corpus (`python scripts/refresh_conformance.py`
 # refreshes it): tests never read outside the repository.
 CONFORMANCE = Path(os.environ.get("RECORDKIT_CONFORMANCE", REPO / "tests" / "data" / "conformance"))
+
+
+# Defines peak_rss_mb() in a script run as a child process: the peak resident memory of
+# that process, in MB. Not ru_maxrss: Linux carries a parent's high-water mark through
+# fork and exec, so a child of a large pytest process would start at the parent's peak,
+# and a bound on its growth would hold whatever it did. VmHWM is the child's own.
+PEAK_RSS_MB = textwrap.dedent(
+    """
+    def peak_rss_mb():
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) // 1024
+    """
+)
 
 
 def load_cases() -> list[dict]:

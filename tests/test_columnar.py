@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
+from conftest import PEAK_RSS_MB
 
 SPEC = {
     "label": rk.FixedLenFeature([], "int64"),
@@ -174,14 +175,14 @@ def test_one_value_per_row_matches_the_general_encoder(rows: int, keys: list, se
 def test_large_rows_are_encoded_in_small_chunks(tmp_path: Path) -> None:
     """Rows of 1 MB images: the encoder's buffers hold a few MB, not thousands of
     rows (the memory a write takes stays far below the size of the file)."""
-    script = f"""
-import resource, numpy as np, recordkit as rk
+    script = PEAK_RSS_MB + f"""
+import numpy as np, recordkit as rk
 images = np.empty(300, dtype=object)
 images[:] = [bytes([i % 251]) * (1 << 20) for i in range(300)]
 labels = np.arange(300)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak_rss_mb()
 rk.write_examples({str(tmp_path / "images.tfrecord")!r}, {{"image": images, "label": labels}})
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)
+print(peak_rss_mb() - base)
 """
     growth_mb = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
     assert (tmp_path / "images.tfrecord").stat().st_size > 300 << 20

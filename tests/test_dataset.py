@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
+from conftest import PEAK_RSS_MB
 import recordkit.dataset as dataset_module
 
 SPEC = {"id": rk.FixedLenFeature([], "int64")}
@@ -262,14 +263,13 @@ def test_memory_stays_bounded_for_a_file_much_larger_than_the_buffers(tmp_path: 
     with rk.TFRecordWriter(path) as writer:  # 320 MB of 64 KB records
         for i in range(5000):
             writer.write(rk.encode_example({"id": i, "blob": blob[0]}))
-    script = textwrap.dedent(
+    script = PEAK_RSS_MB + textwrap.dedent(
         f"""
-        import resource, recordkit as rk
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        import recordkit as rk
+        base = peak_rss_mb()
         spec = {{"id": rk.FixedLenFeature([], "int64"), "blob": rk.FixedLenFeature([], "string")}}
         n = sum(len(b["id"]) for b in rk.Dataset({str(path)!r}, spec).shuffle(100, seed=0).batch(32).prefetch(2))
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(n, (peak - base) // 1024)
+        print(n, peak_rss_mb() - base)
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
+from conftest import PEAK_RSS_MB
 from reference import frame_ofrecord, frame_tfrecord, masked_crc32c, record_offsets
 
 RECORDS = [b"", b"a", b"hello world", bytes(range(256)) * 40, b"\x00" * 3]
@@ -825,11 +826,11 @@ def test_a_file_truncated_while_mapped_gives_data_loss_not_a_signal(
     assert int(read) < 200
 
 
-_GZIP_BOMB = r"""
-import resource, sys
+_GZIP_BOMB = PEAK_RSS_MB + r"""
+import sys
 import recordkit as rk
 path, source = sys.argv[1], sys.argv[2]
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_rss_mb()
 try:
     if source == "path":
         list(rk.TFRecordReader(path))
@@ -840,8 +841,7 @@ except rk.RecordkitError as e:
     outcome = type(e).__name__ + ":" + str(getattr(e, "kind", ""))
 else:
     outcome = "read"
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(outcome, (after - before) // 1024)
+print(outcome, peak_rss_mb() - before)
 """
 
 

@@ -536,7 +536,7 @@ def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: 
                 for writer, (start, end) in zip(writers, _row_ranges(total, len(writers))):
                     left = end - start
                     while left:
-                        records = scanner.next_batch(min(left, 4096))
+                        records = scanner.next_batch(min(left, 4096), 4 << 20)
                         if not records:
                             raise RuntimeError(f"the staging file {staging} ended {left} records early")
                         writer.write_many(records)

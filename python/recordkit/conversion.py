@@ -812,7 +812,7 @@ class _TableSink(_Sink):
     def _arrow_from_offsets(self, name: str, info: _ColumnInfo, values: tuple[np.ndarray, np.ndarray], value_type: Any,
                             splits: np.ndarray, mask: np.ndarray | None, rows: int) -> Any:
         """A byte-string column from its offsets and data buffers, with no Python object per value."""
-        import pyarrow.compute as pc
+        from recordkit.tables import spread_over_rows
 
         pa = self.pa
         offsets, data = values
@@ -826,10 +826,7 @@ class _TableSink(_Sink):
         if (lengths > 1).any():
             raise ValueError(f"column {name!r} holds a list in some row, after rows of one value")
         have = lengths == 1
-        if have.all():
-            return flat
-        # One value per present row: spread over the rows, nulls between.
-        return pc.take(flat, pa.array(np.where(have, np.cumsum(have) - 1, 0), mask=~have))
+        return flat if have.all() else spread_over_rows(flat, have)
 
     def commit(self) -> list[str]:
         self.file.close()

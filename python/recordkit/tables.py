@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from recordkit._sources import PathLike
 
-__all__ = ["read_table", "read_batches"]
+__all__ = ["read_table", "read_batches", "spread_over_rows"]
 
 Strings = Literal["binary", "utf8"]
 
@@ -282,19 +282,32 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
     if column.shape:
         out = pa.FixedSizeListArray.from_arrays(out, column.shape[0])
     if column.nullable and not present.all():
-        # A scalar per present record: spread them over the batch, nulls between.
-        indices = np.where(present, np.cumsum(present) - 1, 0)
-        out = pc.take(out, pa.array(indices, mask=~present))
+        out = spread_over_rows(out, present)
     return out
+
+
+def spread_over_rows(values: "pa.Array", present: np.ndarray) -> "pa.Array":
+    """One value per ``present`` row, spread over all the rows with nulls between."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.take(values, pa.array(np.where(present, np.cumsum(present) - 1, 0), mask=~present))
+
+
+def _offsets(counts: np.ndarray) -> "pa.Array":
+    """List offsets for rows of ``counts`` values (a negative count: none)."""
+    import pyarrow as pa
+
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(np.maximum(counts, 0), out=offsets[1:])
+    return pa.array(offsets)
 
 
 def _list_array(column: _Column, flat: "pa.Array", counts: np.ndarray) -> "pa.Array":
     import pyarrow as pa
 
-    offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(np.maximum(counts, 0), out=offsets[1:])
     mask = pa.array(counts < 0) if column.nullable and (counts < 0).any() else None
-    return pa.LargeListArray.from_arrays(pa.array(offsets), flat, mask=mask)
+    return pa.LargeListArray.from_arrays(_offsets(counts), flat, mask=mask)
 
 
 def _record_batch(plan: _Plan, schema: "pa.Schema", count: int, parsed: Any, first_record: int,
@@ -347,10 +360,8 @@ def _feature_list_array(column: _Column, parsed: Any, first_record: int, strings
             raise step_count_error(column.name, column.shape, step_counts, bad, step_owner, first_record)
         for width in reversed(column.shape):
             inner = pa.FixedSizeListArray.from_arrays(inner, width)
-    offsets = np.zeros(len(steps) + 1, np.int64)
-    np.cumsum(steps, out=offsets[1:])
     mask = pa.array(missing) if column.nullable and missing.any() else None
-    return pa.LargeListArray.from_arrays(pa.array(offsets), inner, mask=mask)
+    return pa.LargeListArray.from_arrays(_offsets(steps), inner, mask=mask)
 
 
 def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any], batch: int, first_record: int,
@@ -370,7 +381,7 @@ def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any]
         if isinstance(spec, SparseFeature):
             sparse = _sparse(column.name, spec, stand_in, batch, single=False)
             rows = np.bincount(sparse.indices[:, 0], minlength=batch) if batch else np.zeros(0, np.int64)
-            offsets = pa.array(np.concatenate([[0], np.cumsum(rows)]).astype(np.int64))
+            offsets = _offsets(rows)
             coords = sparse.indices[:, 1:]
             index = pa.array(coords[:, 0]) if coords.shape[1] == 1 else pa.FixedSizeListArray.from_arrays(
                 pa.array(coords.reshape(-1)), coords.shape[1])
