@@ -222,9 +222,7 @@ pub fn parse_examples_parallel<'a>(
     requests: &[Request],
     schema: Schema,
 ) -> Result<Vec<Column<'a>>, ParseFailure> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(records.len() / RECORDS_PER_THREAD);
+    let threads = crate::threads::available().min(records.len() / RECORDS_PER_THREAD);
     if threads <= 1 {
         return parse_examples(records, requests, schema);
     }

@@ -7,6 +7,7 @@ NumPy (or pyarrow, or pandas) columns.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import warnings
@@ -326,6 +327,15 @@ def _arrow_offsets(values: Any) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
+@functools.lru_cache(maxsize=1)
+def _one_per_row(rows: int) -> np.ndarray:
+    """Splits of a column holding one value per row, shared by every such column
+    of a batch (the writer then rebases them once)."""
+    splits = np.arange(rows + 1, dtype=np.int64)
+    splits.flags.writeable = False
+    return splits
+
+
 def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None, flat_bytes: bool = False) -> tuple[int, Column]:
     """One Arrow column. With ``flat_bytes``, byte strings stay in Arrow's layout
     (kind ``"bytes_offsets"``: offsets into one buffer) for the Rust encoder, with
@@ -352,13 +362,13 @@ def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None, fla
         if present is not None:
             splits = np.concatenate([[0], np.cumsum(present.astype(np.int64))])
         else:
-            splits = np.arange(len(array) + 1, dtype=np.int64)
+            splits = _one_per_row(len(array))
+    splits = splits.astype(np.int64, copy=False)
     if flat_bytes and _is_arrow_bytes(flat.type):
-        return len(array), ("bytes_offsets", _arrow_offsets(flat), splits.astype(np.int64), present)
+        return len(array), ("bytes_offsets", _arrow_offsets(flat), splits, present)
     values = flat.to_numpy(zero_copy_only=False)
     if values.dtype == object or pa.types.is_binary(array.type) or pa.types.is_string(array.type):
         values = np.asarray(values, dtype=object)
-    splits = splits.astype(np.int64)
     kind, converted = _kind_of(np.asarray(values), schema, name, splits, warned)
     return len(array), (kind, converted, splits, present)
 

@@ -147,12 +147,14 @@ struct FlatBytes {
 impl FlatBytes {
     fn new(values: &[&[u8]]) -> Self {
         let mut offsets = Vec::with_capacity(values.len() + 1);
-        let mut data = Vec::with_capacity(values.iter().map(|v| v.len()).sum());
-        offsets.push(0);
+        let mut end = 0;
+        offsets.push(end);
         for v in values {
-            data.extend_from_slice(v);
-            offsets.push(data.len() as i64);
+            end += v.len() as i64;
+            offsets.push(end);
         }
+        let mut data = crate::threads::zeroed(end as usize);
+        crate::threads::copy_end_to_end(values, &mut data);
         FlatBytes { offsets, data }
     }
 }

@@ -686,9 +686,7 @@ impl PyRecordWriter {
                     .step_by(per_chunk)
                     .map(|start| start..rows.min(start + per_chunk))
                     .collect();
-                let threads = std::thread::available_parallelism()
-                    .map_or(1, |n| n.get())
-                    .min(chunks.len());
+                let threads = crate::threads::available().min(chunks.len());
                 if threads <= 1 {
                     let mut buffer = Vec::new();
                     for range in chunks {

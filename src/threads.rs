@@ -1,0 +1,94 @@
+//! How many threads the hot loops use, and copies spread over them.
+
+/// The threads a loop over records may use: every core the process may run on.
+pub fn available() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Bytes per thread below which a copy is not worth splitting.
+const BYTES_PER_THREAD: usize = 4 << 20;
+
+/// Copies `values` end to end into `data`, which is exactly their total
+/// length; large copies run on several threads, each over a run of whole
+/// values, so that the page faults of fresh memory are taken side by side too.
+pub fn copy_end_to_end(values: &[&[u8]], data: &mut [u8]) {
+    let threads = available().min(data.len() / BYTES_PER_THREAD);
+    if threads <= 1 {
+        copy_serial(values, data);
+        return;
+    }
+    let share = data.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut rest = data;
+        let mut first = 0;
+        let mut bytes = 0;
+        for (i, value) in values.iter().enumerate() {
+            bytes += value.len();
+            if bytes >= share && i + 1 < values.len() {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
+                let run = &values[first..=i];
+                scope.spawn(move || copy_serial(run, head));
+                rest = tail;
+                first = i + 1;
+                bytes = 0;
+            }
+        }
+        copy_serial(&values[first..], rest);
+    });
+}
+
+/// Huge pages cut the page faults of a fresh buffer 512-fold.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// `len` zeroed bytes to be filled at once: a large buffer is fresh memory from
+/// the OS (no zeroing pass), asked on Linux to be backed by huge pages.
+pub fn zeroed(len: usize) -> Vec<u8> {
+    let data = vec![0u8; len];
+    #[cfg(target_os = "linux")]
+    if len >= 4 * HUGE_PAGE {
+        let start = (data.as_ptr() as usize).next_multiple_of(HUGE_PAGE);
+        let end = (data.as_ptr() as usize + len) / HUGE_PAGE * HUGE_PAGE;
+        // SAFETY: [start, end) lies inside `data`'s allocation, which lives
+        // until after the call, and is page aligned as madvise requires;
+        // MADV_HUGEPAGE only changes how the kernel backs the pages, never
+        // their contents. A failure (no THP support) is harmless and ignored.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+    data
+}
+
+fn copy_serial(values: &[&[u8]], data: &mut [u8]) {
+    let mut at = 0;
+    for value in values {
+        data[at..at + value.len()].copy_from_slice(value);
+        at += value.len();
+    }
+    debug_assert_eq!(at, data.len(), "the values fill the buffer exactly");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_equal_a_concatenation_whatever_the_split() {
+        for sizes in [
+            vec![],
+            vec![0],
+            vec![5 << 20, 1, 0, 3 << 20, 7],
+            vec![1 << 20; 40],
+        ] {
+            let values: Vec<Vec<u8>> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
+                .collect();
+            let slices: Vec<&[u8]> = values.iter().map(|v| v.as_slice()).collect();
+            let mut data = vec![0u8; sizes.iter().sum()];
+            copy_end_to_end(&slices, &mut data);
+            assert_eq!(data, slices.concat());
+        }
+    }
+}
