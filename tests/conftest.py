@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import settings
 
@@ -85,3 +86,44 @@ def table_rows(spec: Any, output: Any, batch: int, lengths: Any = None) -> list:
     if lengths is not None:  # a FixedLenSequenceFeature: padded steps, then the real count of each
         return [row[:n] for row, n in zip(output.tolist(), lengths.tolist())]
     return output.tolist()
+
+
+def uneven_shards(folder: Path, compression: str | None = None, sizes: tuple[int, ...] = (0, 3000, 17000, 40000)) -> int:
+    """A set of shards of uneven sizes (one empty), as an engine test reads them:
+    record i of the whole set holds ``id`` = i, a string, a float and a list
+    whose length varies. Returns the number of records."""
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = {None: ".tfrecord", "gzip": ".tfrecord.gz", "zlib": ".tfrecord.zz"}[compression]
+    first = 0
+    for i, n in enumerate(sizes):
+        ids = np.arange(first, first + n, dtype=np.int64)
+        rk.write_examples(folder / f"part-{i:05d}{suffix}", {
+            "id": ids,
+            "name": np.array([b"r%d" % k for k in ids], dtype=object),
+            "score": (ids % 97).astype(np.float32),
+            "tags": [list(range(int(k) % 4)) for k in ids],
+        }, compression=compression)
+        first += n
+    return first
+
+
+def damage_record(path: Path, record: int) -> int:
+    """Flips a payload byte of ``record`` of an uncompressed file; returns the
+    offset of that payload, the offset a bad data CRC is reported at."""
+    from recordkit.index import _frames
+
+    offsets = np.concatenate([o for o, _ in _frames(str(path))])
+    payload = int(offsets[record]) + 12
+    data = bytearray(path.read_bytes())
+    data[payload + 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return payload
+
+
+def tensorflow_ids(files: list[str]) -> list[int]:
+    """The ``id`` of every record of ``files`` as TensorFlow reads and parses them
+    (``tags`` parsed too, so a bad list fails here)."""
+    tf = pytest.importorskip("tensorflow")
+    spec = {"id": tf.io.FixedLenFeature([], tf.int64), "tags": tf.io.VarLenFeature(tf.int64)}
+    batches = tf.data.TFRecordDataset(files).batch(8192).map(lambda r: tf.io.parse_example(r, spec))
+    return [int(i) for batch in batches for i in batch["id"].numpy()]

@@ -51,10 +51,13 @@ def test_readme_block(number: int, folder: Path, namespace: dict, monkeypatch: p
     lang, code, line = BLOCKS[number]
     monkeypatch.chdir(folder)
     if lang == "python":
-        if re.search(r"^import jax", code, re.M):
-            pytest.importorskip("jax")
+        for module in ("jax", "ray", "dask", "pyspark"):
+            if re.search(rf"^(import|from) {module}\b", code, re.M):
+                pytest.importorskip(module)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a README example that warns is a README that misleads
+            # except Ray's warnings about its own settings, from inside Ray (hidden from users by default)
+            warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray\.")
             exec(compile(code, f"README.md:{line}", "exec"), namespace)
     elif lang == "bash":
         commands = [c for c in code.splitlines() if c.split("#")[0].strip() not in RUN_BY_CI]

@@ -13,13 +13,16 @@ value or per row.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
-from recordkit.columnar import scanned_batches
-from recordkit.errors import ParseError
+from recordkit import _native
+from recordkit._sources import open_input
+from recordkit.errors import ParseError, RecordkitError
+from recordkit.records import _reader_compression
 from recordkit.features import (
     DTYPES,
     FeatureSpec,
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
 
     from recordkit._sources import PathLike
 
-__all__ = ["read_table", "read_batches", "spread_over_rows"]
+__all__ = ["read_table", "read_batches", "spread_over_rows", "RecordRange", "TableScan"]
 
 Strings = Literal["binary", "utf8"]
 
@@ -461,50 +464,164 @@ def read_batches(
             ``float32`` and ``string``; inferred columns also ``float64`` and ``int32``.
         compression, verify: As for :class:`recordkit.TFRecordReader`.
     """
-    import pyarrow as pa
+    scan = TableScan(source, features, sequence_features=sequence_features, batch_size=batch_size, columns=columns,
+                     compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from)
+    return scan.reader(scan.whole_files())
 
-    from recordkit.dataset import list_files, record_format
 
-    if strings not in ("binary", "utf8"):
-        raise ValueError(f'strings must be "binary" or "utf8", not {strings!r}')
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
-    if format not in ("auto", "tfrecord", "ofrecord"):
-        raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
-    files = list_files(source)
-    fmt = record_format(files[0]) if format == "auto" else format
-    if features is None and sequence_features is None:
-        plan = _infer_plan(files, columns, compression, infer_from, fmt)
-    else:
-        if fmt == "ofrecord" and sequence_features is not None:
-            raise ValueError("OFRecord files hold no feature lists: sequence_features is for SequenceExamples")
-        container = "ofrecord" if fmt == "ofrecord" else "example" if sequence_features is None else "sequence_example"
-        plan = _plan(container, features or {}, sequence_features or {}, columns)
-    schema = pa.schema([pa.field(c.name, _arrow_type(c, strings), nullable=c.nullable) for c in plan.columns])
-    requests, list_requests = plan.requests.as_list(), plan.list_requests.as_list()
-    if plan.container == "sequence_example":
-        def next_batch(scanner: Any, n: int) -> tuple[int, Any]:
-            return scanner.next_sequence_batch(n, requests, list_requests, True)
-    else:
+@dataclass(frozen=True)
+class RecordRange:
+    """Records ``start <= i < stop`` of one file (``stop`` None: to its end);
+    ``seek`` is the frame offset of record ``start``. Small and picklable: what
+    an engine's read task carries."""
+
+    path: str
+    start: int = 0
+    stop: int | None = None
+    seek: int = 0
+    size: int | None = None  # bytes of the file the range spans, where known
+
+    @property
+    def records(self) -> int | None:
+        """How many records the range holds, where known."""
+        return None if self.stop is None else self.stop - self.start
+
+
+class TableScan:
+    """:func:`read_batches`'s work, planned once and read range by range.
+
+    The plan (the spec, or the schema inferred from the first records) and the
+    Arrow schema are fixed when the scan is made, so every range, read in any
+    process, gives batches of the same schema. Engines (``recordkit.ray``,
+    ``recordkit.spark``, ``recordkit.dask``) make one on the driver, cut the
+    files into :class:`RecordRange` pieces with :meth:`ranges`, and read each
+    piece in a task with :meth:`batches`. Arguments as for :func:`read_batches`.
+    """
+
+    def __init__(
+        self,
+        source: "PathLike | Sequence[PathLike]",
+        features: Mapping[str, FeatureSpec] | None = None,
+        *,
+        sequence_features: Mapping[str, FeatureSpec] | None = None,
+        batch_size: int = 65536,
+        columns: Sequence[str] | None = None,
+        compression: str | None = "auto",
+        format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
+        verify: bool = True,
+        strings: Strings = "binary",
+        infer_from: int = 1000,
+    ) -> None:
+        import pyarrow as pa
+
+        from recordkit.dataset import list_files, record_format
+
+        if strings not in ("binary", "utf8"):
+            raise ValueError(f'strings must be "binary" or "utf8", not {strings!r}')
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        if format not in ("auto", "tfrecord", "ofrecord"):
+            raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
+        self.files = list_files(source)
+        self.format = record_format(self.files[0]) if format == "auto" else format
+        if features is None and sequence_features is None:
+            plan = _infer_plan(self.files, columns, compression, infer_from, self.format)
+        else:
+            if self.format == "ofrecord" and sequence_features is not None:
+                raise ValueError("OFRecord files hold no feature lists: sequence_features is for SequenceExamples")
+            container = ("ofrecord" if self.format == "ofrecord" else "example" if sequence_features is None
+                         else "sequence_example")
+            plan = _plan(container, features or {}, sequence_features or {}, columns)
+        self.plan, self.strings, self.batch_size = plan, strings, batch_size
+        self.compression, self.verify = compression, verify
+        self.schema = pa.schema([pa.field(c.name, _arrow_type(c, strings), nullable=c.nullable) for c in plan.columns])
+
+    def whole_files(self) -> list[RecordRange]:
+        """One range per file, every record of it."""
+        return [RecordRange(path) for path in self.files]
+
+    def ranges(self, pieces: int, *, min_records: int = 1, min_bytes: int = 0) -> list[RecordRange]:
+        """The files cut into about ``pieces`` ranges of near-equal record counts
+        (each at least ``min_records`` records and about ``min_bytes`` bytes of
+        file), in file order, every record in exactly one. Local uncompressed
+        files are counted from their index file (``recordkit index``) or a scan
+        of their headers, and cut at records whose offset the count remembered;
+        compressed and remote files are one range each (reaching record i
+        means reading everything before it); empty files none."""
+        from recordkit.dataset import _CHECKPOINT_EVERY, _survey
+
+        surveys = [(path, _survey(path, self.format)) for path in self.files]
+        total = sum(survey.records for _, survey in surveys if survey is not None)
+        whole = sum(survey is None for _, survey in surveys)
+        share = max(min_records, -(-total // max(1, pieces - whole)))
+        out: list[RecordRange] = []
+        for path, survey in surveys:
+            if survey is None:
+                out.append(RecordRange(path, size=_local_size(path)))
+                continue
+            if not survey.records:
+                continue
+            size = os.path.getsize(path)
+            by_bytes = -(-min_bytes * survey.records // max(1, size))
+            # Cuts fall on remembered offsets (every _CHECKPOINT_EVERY records), so a
+            # task seeks straight to its first record.
+            step = -(-max(share, by_bytes, 1) // _CHECKPOINT_EVERY) * _CHECKPOINT_EVERY
+            starts = list(range(0, survey.records, step))
+            seeks = [int(survey.checkpoints[start // _CHECKPOINT_EVERY]) for start in starts]
+            for start, seek, end in zip(starts, seeks, seeks[1:] + [size]):
+                out.append(RecordRange(path, start, min(start + step, survey.records), seek, end - seek))
+        return out
+
+    def batches(self, ranges: Sequence[RecordRange]) -> Iterator["pa.RecordBatch"]:
+        """The records of ``ranges`` as record batches of :attr:`schema`, in order;
+        batches do not span ranges. A range whose file ends before its ``stop``
+        (the file changed since it was counted) is a ``RecordkitError``."""
+        plan, strings = self.plan, self.strings
+        requests, list_requests = plan.requests.as_list(), plan.list_requests.as_list()
         message = "oneflow" if plan.container == "ofrecord" else "tensorflow"
-
-        def next_batch(scanner: Any, n: int) -> tuple[int, Any]:
-            return scanner.next_example_batch(n, requests, True, message)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        first_record = 0
-        previous_file = None
-        for path, count, parsed in scanned_batches(files, next_batch, batch_size, format=fmt,
-                                                   compression=compression, verify=verify):
-            if path != previous_file:
-                first_record, previous_file = 0, path
+        for piece in ranges:
+            opened = open_input(piece.path)
             try:
-                yield _record_batch(plan, schema, count, parsed, first_record, strings)
-            except ParseError as e:
-                raise ParseError(f"{path}: {e}", key=e.key, index=e.index) from None
-            first_record += count
+                scanner = _native.RecordScanner(opened.handle, name=opened.name, format=self.format,
+                                                compression=_reader_compression(self.compression), verify=self.verify)
+                try:
+                    if piece.start:
+                        scanner.seek(piece.seek, piece.start)
+                    index = piece.start
+                    while piece.stop is None or index < piece.stop:
+                        want = self.batch_size if piece.stop is None else min(self.batch_size, piece.stop - index)
+                        if plan.container == "sequence_example":
+                            count, parsed = scanner.next_sequence_batch(want, requests, list_requests, True)
+                        else:
+                            count, parsed = scanner.next_example_batch(want, requests, True, message)
+                        if not count:
+                            if piece.stop is not None:
+                                raise RecordkitError(
+                                    f"{opened.name} ends at record {index}, before the {piece.stop} counted when "
+                                    "the read was planned: was it rewritten while being read?")
+                            break
+                        try:
+                            yield _record_batch(plan, self.schema, count, parsed, index, strings)
+                        except ParseError as e:
+                            raise ParseError(f"{opened.name}: {e}", key=e.key, index=e.index) from None
+                        index += count
+                finally:
+                    scanner.close()
+            finally:
+                opened.close()
 
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    def reader(self, ranges: Sequence[RecordRange]) -> "pa.RecordBatchReader":
+        """:meth:`batches` as a ``pyarrow.RecordBatchReader``."""
+        import pyarrow as pa
+
+        return pa.RecordBatchReader.from_batches(self.schema, self.batches(ranges))
+
+
+def _local_size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None  # remote
 
 
 def read_table(

@@ -1,0 +1,74 @@
+"""recordkit.dask: Dask DataFrames read and written through recordkit, on Dask's local schedulers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+from conftest import damage_record, tensorflow_ids, uneven_shards
+
+dask = pytest.importorskip("dask")
+pytest.importorskip("dask.dataframe")
+rkd = pytest.importorskip("recordkit.dask")
+
+
+@pytest.mark.parametrize(("scheduler", "compression"), [
+    ("synchronous", None), ("synchronous", "gzip"), ("synchronous", "zlib"), ("threads", None), ("processes", "gzip"),
+])
+def test_every_record_read_once_and_written_back(tmp_path: Path, scheduler: str, compression: str | None) -> None:
+    total = uneven_shards(tmp_path / "in", compression)
+    with dask.config.set(scheduler=scheduler):
+        ddf = rkd.read_tfrecords(tmp_path / "in", npartitions=7)
+        frame = ddf.compute()
+        assert sorted(frame["id"].tolist()) == list(range(total))  # each record once, counted one by one
+        assert frame["id"].tolist() == list(range(total))  # and in file order
+        assert [list(t) for t in frame["tags"][:5]] == [[], [0], [0, 1], [0, 1, 2], []]
+        written = rkd.to_tfrecords(ddf, tmp_path / "out", compression=compression)
+    back = rk.read_table(tmp_path / "out").to_pandas()
+    assert back["id"].tolist() == list(range(total))
+    assert back["name"].tolist() == [b"r%d" % i for i in range(total)]
+    assert all(Path(p).exists() for p in written)
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+
+
+def test_a_large_file_is_split_into_ranges(tmp_path: Path) -> None:
+    total = uneven_shards(tmp_path, sizes=(60000,))
+    ddf = rkd.read_tfrecords(tmp_path, npartitions=4)
+    assert ddf.npartitions == 4
+    parts = [len(p) for p in ddf.to_delayed()[0:4] for p in [p.compute(scheduler="synchronous")]]
+    assert sum(parts) == total and min(parts) > 0
+    with dask.config.set(scheduler="synchronous"):
+        assert sorted(ddf["id"].compute().tolist()) == list(range(total))
+        assert ddf[["id"]].compute().columns.tolist() == ["id"]
+
+
+def test_a_damaged_record_fails_the_job_with_its_offset(tmp_path: Path) -> None:
+    uneven_shards(tmp_path, sizes=(5000, 20000))
+    offset = damage_record(tmp_path / "part-00001.tfrecord", 12345)
+    with dask.config.set(scheduler="threads"), pytest.raises(rk.DataLossError) as error:
+        rkd.read_tfrecords(tmp_path, npartitions=4).compute()
+    assert error.value.offset == offset and error.value.path.endswith("part-00001.tfrecord")
+
+
+def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
+    import dask.dataframe as dd
+    import pandas as pd
+
+    good = pd.DataFrame({"x": np.array([1, 2, 3], np.uint64)})
+    bad = pd.DataFrame({"x": np.array([1, 2**63, 3], np.uint64)})  # beyond an int64_list
+    ddf = dd.from_map(lambda frame: frame, [good, good, bad, good])
+    with dask.config.set(scheduler="threads"), pytest.raises(ValueError, match="does not fit an int64"):
+        rkd.to_tfrecords(ddf, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_tensorflow_reads_what_dask_wrote(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    total = uneven_shards(tmp_path / "in")
+    with dask.config.set(scheduler="synchronous"):
+        written = rkd.to_tfrecords(rkd.read_tfrecords(tmp_path / "in", npartitions=3), tmp_path / "out")
+    ids = tensorflow_ids(written)
+    assert ids == list(range(total))
