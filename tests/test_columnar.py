@@ -208,3 +208,11 @@ def test_count_records_knows_ofrecord_parts_by_name(tmp_path: Path) -> None:
     assert rk.count_records(tmp_path / "ds") == 3
     with pytest.raises(rk.DataLossError):
         rk.count_records(tmp_path / "ds" / "part-00000", format="tfrecord")
+
+
+def test_a_column_of_only_empty_lists_is_written(tmp_path) -> None:
+    # NumPy makes [[], []] a (2, 0) float array: no values per row, which once divided by zero.
+    path = tmp_path / "empty-lists.tfrecord"
+    rk.write_examples(path, {"tags": [[], []], "x": [1, 2]})
+    table = rk.read_table(path, {"tags": rk.VarLenFeature("float32"), "x": rk.FixedLenFeature([], "int64")})
+    assert table.to_pylist() == [{"tags": [], "x": 1}, {"tags": [], "x": 2}]

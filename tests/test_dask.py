@@ -72,3 +72,30 @@ def test_tensorflow_reads_what_dask_wrote(tmp_path: Path) -> None:
         written = rkd.to_tfrecords(rkd.read_tfrecords(tmp_path / "in", npartitions=3), tmp_path / "out")
     ids = tensorflow_ids(written)
     assert ids == list(range(total))
+
+
+def test_ofrecord_parts_and_remote_files(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    rk.write_ofrecords(tmp_path / "of", {"x": np.arange(5000, dtype=np.int32), "y": np.arange(5000.0)}, num_parts=3)
+    with dask.config.set(scheduler="synchronous"):
+        frame = rkd.read_tfrecords(tmp_path / "of", npartitions=4).compute()
+    assert frame["x"].tolist() == list(range(5000)) and str(frame["y"].dtype) == "double[pyarrow]"
+    uneven_shards(tmp_path / "local", sizes=(300, 200))
+    fs = fsspec.filesystem("memory")
+    for name in ("part-00000.tfrecord", "part-00001.tfrecord"):
+        fs.pipe(f"memory://rk-dask/{name}", (tmp_path / "local" / name).read_bytes())
+    with dask.config.set(scheduler="synchronous"):
+        remote = rkd.read_tfrecords("memory://rk-dask/*.tfrecord", npartitions=4)
+        assert remote.npartitions == 2  # remote files are read whole
+        assert remote["id"].compute().tolist() == list(range(500))
+
+
+def test_empty_partitions_write_no_file(tmp_path: Path) -> None:
+    import dask.dataframe as dd
+    import pandas as pd
+
+    frames = [pd.DataFrame({"x": np.arange(3)}), pd.DataFrame({"x": np.arange(0)}), pd.DataFrame({"x": np.arange(2)})]
+    with dask.config.set(scheduler="synchronous"):
+        written = rkd.to_tfrecords(dd.from_map(lambda frame: frame, frames), tmp_path / "out")
+    assert [Path(p).name[-14:] for p in written] == ["00000.tfrecord", "00002.tfrecord"]
+    assert rk.read_table(tmp_path / "out").column("x").to_pylist() == [0, 1, 2, 0, 1]

@@ -91,3 +91,14 @@ def test_tensorflow_reads_what_ray_wrote(cluster: None, tmp_path: Path) -> None:
     written = rkr.write_tfrecords(rkr.read_tfrecords(tmp_path / "in"), tmp_path / "out")
     ids = tensorflow_ids(written)
     assert sorted(ids) == list(range(total))
+
+
+def test_ofrecord_parts_through_the_datasource(tmp_path: Path) -> None:
+    rk.write_ofrecords(tmp_path, {"x": np.arange(3000, dtype=np.int64), "y": np.arange(3000.0)}, num_parts=3)
+    tasks = rkr.TFRecordDatasource(rk.tables.TableScan(tmp_path), include_paths=True,
+                                   min_bytes_per_task=1 << 10).get_read_tasks(3)
+    assert len(tasks) == 3 and {task.metadata.input_files[0][-10:] for task in tasks} == {
+        "part-00000", "part-00001", "part-00002"}
+    tables = [t for task in tasks for t in task()]
+    assert np.concatenate([t.column("x").to_numpy() for t in tables]).tolist() == list(range(3000))
+    assert str(tables[0].schema.field("y").type) == "double"

@@ -84,12 +84,12 @@ class StagedWrite:
 
         from recordkit.columnar import write_examples
 
-        if not os.path.exists(self._live):
-            raise RecordkitError(f"the write to {self.path} was aborted or finished before this task started")
         tables = iter(tables)
         first = next((t for t in tables if t.num_rows), None)
         if first is None:
             return []
+        if not os.path.exists(self._live):
+            raise RecordkitError(f"the write to {self.path} was aborted or finished before this task started")
         schema = first.schema
         rows = 0
 
@@ -118,6 +118,8 @@ class StagedWrite:
         """Renames every staging file into place; if one rename fails, the files
         already renamed are removed again and the error raised. The staging
         folder goes either way."""
+        if not written and not os.path.exists(self.staging):
+            return  # no rows at all, and the engine never started the write
         if not os.path.exists(self._live):
             raise RecordkitError(f"the write to {self.path} was aborted: nothing to commit")
         done: list[str] = []

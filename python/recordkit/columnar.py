@@ -242,7 +242,8 @@ def _uniform_splits(rows: int, width: int, shared: dict[tuple[int, int], np.ndar
     """Row splits of ``width`` values per row, one read-only array per shape for all columns."""
     splits = shared.get((rows, width))
     if splits is None:
-        splits = shared[rows, width] = np.arange(0, rows * width + 1, width, dtype=np.int64)
+        # width 0: every row an empty list (a list of empty lists becomes a (rows, 0) array)
+        splits = shared[rows, width] = np.arange(rows + 1, dtype=np.int64) * width
         splits.flags.writeable = False
     return splits
 
