@@ -36,6 +36,9 @@ mod _native {
     use crate::py::shuffle::PyShuffleBuffer;
 
     #[pymodule_export]
+    use crate::py::threads::{_num_threads, _set_num_threads};
+
+    #[pymodule_export]
     use crate::py::codec::{
         decode_feature, decode_features, decode_list, decode_sequence, encode_feature,
         encode_features, encode_list, encode_sequence, parse_example_columns,

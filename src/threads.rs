@@ -1,8 +1,41 @@
 //! How many threads the hot loops use, and copies spread over them.
 
-/// The threads a loop over records may use: every core the process may run on.
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// The count `set` chose; 0 while none was set.
+static CHOSEN: AtomicUsize = AtomicUsize::new(0);
+
+/// `RECORDKIT_NUM_THREADS` as the process started, if a positive whole number.
+fn from_environment() -> Option<usize> {
+    static FROM_ENV: OnceLock<Option<usize>> = OnceLock::new();
+    *FROM_ENV.get_or_init(|| {
+        std::env::var("RECORDKIT_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+    })
+}
+
+/// The threads a loop over records may use: the count `set` chose, else
+/// `RECORDKIT_NUM_THREADS`, else every core the process may run on. With 1,
+/// every loop runs on the calling thread.
 pub fn available() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    match CHOSEN.load(Ordering::Relaxed) {
+        0 => from_environment()
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        n => n,
+    }
+}
+
+/// Sets the thread count (`None`: back to the default).
+pub fn set(count: Option<usize>) {
+    CHOSEN.store(count.unwrap_or(0), Ordering::Relaxed);
+}
+
+/// Whether the user chose a count (`set` or the environment).
+pub fn chosen() -> bool {
+    CHOSEN.load(Ordering::Relaxed) != 0 || from_environment().is_some()
 }
 
 /// Bytes per thread below which a copy is not worth splitting.

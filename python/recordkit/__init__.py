@@ -51,6 +51,7 @@ from recordkit.parsing import (
 from recordkit.images import image_shape
 from recordkit.index import IndexedDataset, build_index, read_index
 from recordkit.tensors import parse_tensor, serialize_tensor
+from recordkit.threads import get_num_threads, set_num_threads
 from recordkit.records import (
     DamagedRegion,
     OFRecordReader,
@@ -123,6 +124,8 @@ __all__ = [
     "DamagedRegion",
     "count_records",
     "write_ofrecord_parts",
+    "set_num_threads",
+    "get_num_threads",
 ]
 
 # Datasets and the tools for the command line and data engineering load on

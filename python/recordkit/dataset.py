@@ -35,6 +35,7 @@ from recordkit._shardsets import ONEFLOW_PART, SHARD_NAME, checked_listing, shar
 from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
 from recordkit.index import existing_index, read_index
+from recordkit.threads import one_thread_per_worker
 from recordkit.parsing import parse_example, parse_single_example
 from recordkit.records import _reader_compression
 
@@ -346,6 +347,7 @@ def _worker_info() -> tuple[int, int, int | None]:
     if torch is not None:
         info = torch.utils.data.get_worker_info()
         if info is not None:
+            one_thread_per_worker()  # the workers already use the cores
             return info.num_workers, info.id, info.seed - info.id
     return 1, 0, None
 

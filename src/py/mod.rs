@@ -9,3 +9,4 @@ pub mod random_access;
 pub mod records;
 pub mod shared;
 pub mod shuffle;
+pub mod threads;

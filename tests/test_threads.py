@@ -1,0 +1,110 @@
+"""recordkit.threads: the thread count changes how fast, never what comes out."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+
+COUNTS = (1, 2, 7)
+
+
+@pytest.fixture(autouse=True)
+def default_threads() -> Iterator[None]:
+    yield
+    rk.set_num_threads(None)
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """100 000 Examples, enough for 7 threads of 4096 records and more per batch."""
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    n = 100_000
+    path = tmp_path_factory.mktemp("threads") / "many.tfrecord"
+    lengths = rng.integers(0, 5, n)
+    rk.write_examples(path, {
+        "id": np.arange(n),
+        "name": np.array([b"n%x" % v for v in rng.integers(0, 1 << 40, n)], dtype=object),
+        "score": rng.random(n).astype(np.float32),
+        "tags": [rng.integers(-9, 9, k).tolist() for k in lengths],
+    })
+    return path
+
+
+def test_set_and_get(tmp_path: Path) -> None:
+    rk.set_num_threads(3)
+    assert rk.get_num_threads() == 3
+    rk.set_num_threads(None)
+    assert rk.get_num_threads() >= 1
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="positive whole number"):
+            rk.set_num_threads(bad)  # type: ignore[arg-type]
+
+
+def test_the_environment_sets_the_default() -> None:
+    code = "import recordkit as rk; print(rk.get_num_threads())"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, RECORDKIT_NUM_THREADS="5"),
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "5"
+
+
+def test_results_are_identical_for_every_thread_count(many: Path, tmp_path: Path) -> None:
+    spec = {"id": rk.FixedLenFeature([], "int64"), "name": rk.FixedLenFeature([], "string"),
+            "score": rk.FixedLenFeature([], "float32"), "tags": rk.VarLenFeature("int64")}
+    records = list(rk.TFRecordReader(many))
+    outputs = []
+    for count in COUNTS:
+        rk.set_num_threads(count)
+        table = rk.read_table(many, spec)
+        parsed = rk.parse_example(records, spec)
+        columns = next(iter(rk.read_examples(many, spec, batch_size=100_000)))
+        written = tmp_path / f"written-{count}.tfrecord"
+        rk.write_examples(written, table)
+        outputs.append((table, parsed, columns, written.read_bytes()))
+    first = outputs[0]
+    assert first[0].column("id").to_pylist() == list(range(len(records)))  # in order
+    for table, parsed, columns, written in outputs[1:]:
+        assert table.equals(first[0])
+        for key in ("id", "name", "score"):
+            np.testing.assert_array_equal(parsed[key], first[1][key])
+            np.testing.assert_array_equal(columns[key], first[2][key])
+        np.testing.assert_array_equal(parsed["tags"].values, first[1]["tags"].values)
+        assert written == first[3] == many.read_bytes()
+
+
+def test_an_error_in_a_worker_thread_names_the_record(tmp_path: Path) -> None:
+    path = tmp_path / "bad.tfrecord"
+    good = rk.encode_example({"x": 1})
+    with rk.TFRecordWriter(path) as writer:
+        for i in range(60_000):
+            writer.write(b"\x0a\x05\xff\xff\xff\xff\xff" if i == 51_234 else good)  # a length beyond the message
+    for count in COUNTS:
+        rk.set_num_threads(count)
+        with pytest.raises(rk.ParseError) as error:
+            rk.read_table(path, {"x": rk.FixedLenFeature([], "int64")})
+        assert error.value.index == 51_234, count
+        with pytest.raises(rk.ParseError) as error:
+            rk.parse_example(list(rk.TFRecordReader(path)), {"x": rk.FixedLenFeature([], "int64")})
+        assert "51234" in str(error.value), count
+
+
+def test_one_thread_per_dataloader_worker_unless_chosen(many: Path) -> None:
+    torch = pytest.importorskip("torch")
+    dataset = rk.Dataset(many).take(1).map(lambda record: rk.get_num_threads())
+    loader = torch.utils.data.DataLoader(dataset.to_torch(), batch_size=None, num_workers=1)
+    assert list(loader) == [1]
+    code = (
+        "import torch, recordkit as rk\n"
+        f"ds = rk.Dataset({str(many)!r}).take(1).map(lambda r: rk.get_num_threads())\n"
+        "print(list(torch.utils.data.DataLoader(ds.to_torch(), batch_size=None, num_workers=1)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, RECORDKIT_NUM_THREADS="3"),
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() in ("[3]", "[tensor(3)]")
