@@ -24,6 +24,9 @@ mod _native {
     use crate::py::errors::_panic_for_tests;
 
     #[pymodule_export]
+    use crate::py::lists::_column_from_list;
+
+    #[pymodule_export]
     use crate::py::random_access::PyFrameReader;
 
     #[pymodule_export]

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -216,3 +217,52 @@ def test_a_column_of_only_empty_lists_is_written(tmp_path) -> None:
     rk.write_examples(path, {"tags": [[], []], "x": [1, 2]})
     table = rk.read_table(path, {"tags": rk.VarLenFeature("float32"), "x": rk.FixedLenFeature([], "int64")})
     assert table.to_pylist() == [{"tags": [], "x": 1}, {"tags": [], "x": 2}]
+
+
+_SCALARS = {
+    "int": st.integers(-(2**63), 2**63 - 1),
+    "float": st.floats(width=32, allow_nan=False),
+    "bytes": st.binary(max_size=6),
+    "str": st.text(max_size=4),
+}
+
+
+@given(st.sampled_from(sorted(_SCALARS)).flatmap(lambda kind: st.lists(st.one_of(
+    st.none(), _SCALARS[kind], st.lists(_SCALARS[kind], max_size=3), st.tuples(_SCALARS[kind])), min_size=1, max_size=20)))
+def test_python_lists_write_what_the_general_path_writes(tmp_path_factory, rows) -> None:
+    # The one-pass reader of Python lists against the general path, which takes
+    # rows given as NumPy arrays (or object arrays of strings).
+    folder = tmp_path_factory.mktemp("lists")
+    if not any(r not in (None, [], ()) for r in rows):
+        return  # no value anywhere: no kind to compare (NumPy's empty arrays pick one of their own)
+
+    def general(row):
+        if row is None:
+            return None
+        values = list(row) if isinstance(row, (list, tuple)) else [row]
+        if values and isinstance(values[0], (bytes, str)):
+            return np.array(values, dtype=object)
+        return np.array(values, dtype=np.float64 if any(isinstance(v, float) for v in values) else np.int64)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # floats stored as float32
+        rk.write_examples(folder / "fast.tfrecord", {"x": rows, "n": list(range(len(rows)))})
+        rk.write_examples(folder / "general.tfrecord", {"x": [general(r) for r in rows], "n": list(range(len(rows)))})
+    assert (folder / "fast.tfrecord").read_bytes() == (folder / "general.tfrecord").read_bytes()
+
+
+def test_python_lists_name_the_row_that_does_not_fit(tmp_path) -> None:
+    with pytest.raises(ValueError, match=r"column 'x', row 2: value 18446744073709551615 does not fit an int64"):
+        rk.write_examples(tmp_path / "x.tfrecord", {"x": [1, [2, 3], [4, 2**64 - 1]]})
+    assert not (tmp_path / "x.tfrecord").exists()
+
+
+def test_python_lists_of_other_types_take_the_general_path(tmp_path) -> None:
+    rows = {"a": [np.int64(1), 2], "b": [[1, 2], (3,)], "c": [True, 2], "d": [1, 2.5]}
+    with pytest.warns(UserWarning, match="'d': float64 values are stored as float32"):
+        rk.write_examples(tmp_path / "x.tfrecord", rows)
+    decoded = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "x.tfrecord")]
+    assert [d["a"].tolist() for d in decoded] == [[1], [2]]
+    assert [d["b"].tolist() for d in decoded] == [[1, 2], [3]]
+    assert [d["c"].tolist() for d in decoded] == [[1], [2]]
+    assert [d["d"].tolist() for d in decoded] == [[1.0], [2.5]]

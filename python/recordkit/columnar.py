@@ -253,6 +253,9 @@ def _from_array(name: str, array: np.ndarray, schema: str,
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
     if array.dtype == object and array.ndim == 1:
+        fast = _from_python_list(name, array.tolist(), schema, warned)
+        if fast is not None:
+            return fast
         types = set(map(type, array))
         if not types <= _STRING_TYPES:
             return _from_lists(name, list(array), schema, warned)
@@ -260,6 +263,26 @@ def _from_array(name: str, array: np.ndarray, schema: str,
     splits = _uniform_splits(rows, width, shared)
     kind, values = _kind_of(array.reshape(-1), schema, name, splits, warned)
     return rows, (kind, values, splits, None)
+
+
+def _from_python_list(name: str, rows: list, schema: str, warned: set[str] | None) -> tuple[int, Column] | None:
+    """A list of rows of Python scalars (or lists or tuples of them, or None)
+    read in Rust in one pass, with no NumPy conversion; None for anything else."""
+    try:
+        found = _native._column_from_list(rows)
+    except ValueError as error:
+        if len(error.args) == 2 and isinstance(error.args[0], int):
+            raise ColumnValueError(name, *error.args) from None
+        raise
+    if found is None:
+        return None
+    kind, values, splits, present = found
+    if kind == "bytes":
+        return len(rows), ("bytes_offsets", values, splits, present)
+    if kind == "none":
+        values = np.empty(0, np.float64)  # what NumPy makes of rows without values
+    kind, converted = _kind_of(values, schema, name, splits, warned)
+    return len(rows), (kind, converted, splits, present)
 
 
 def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None) -> tuple[int, Column]:
@@ -407,14 +430,22 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
             n, normalized = _from_array(name, column, schema, shared_splits, warned)
         else:
             column = list(column)
+            fast = _from_python_list(name, column, schema, warned)
+            if fast is not None:
+                n, normalized = fast
+                if rows is not None and n != rows:
+                    raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
+                rows = n
+                out[name] = normalized
+                continue
             try:
                 array = np.asarray(column)
             except ValueError:
                 array = None  # ragged
             if array is not None and array.dtype.kind in "SU":
                 array = np.array(column, dtype=object)  # the Python strings as they are: NumPy's S and U drop trailing NULs
-            if array is not None and array.dtype != object:
-                n, normalized = _from_array(name, array, schema, shared_splits, warned)
+            if array is not None and (array.dtype != object or array.ndim == 1):
+                n, normalized = _from_array(name, array, schema, shared_splits, warned)  # lists of lists: its fallback
             else:
                 n, normalized = _from_lists(name, column, schema, warned)
         if rows is not None and n != rows:

@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod errors;
 pub mod files;
+pub mod lists;
 pub mod memory;
 pub mod random_access;
 pub mod records;

@@ -1,0 +1,143 @@
+"""Every core, every input: recordkit and TensorFlow 2.21 both at their defaults, same process.
+
+1. Small records: read + verify + parse the tutorial's 1 M records into NumPy
+   columns (`read_examples`), against `TFRecordDataset(...).batch(1024)
+   .map(parse_example)` at tf.data's defaults (every core). Target: >= 20 x.
+2. 150 KB records, the same. Target: >= 4 x.
+3. `write_examples` of the tutorial's rows from NumPy arrays, object arrays
+   (pandas' strings) and Python lists, each to a new file, against
+   `tf.io.TFRecordWriter.write` of the same records already serialized.
+   Target: >= 10 x for every input.
+4. Scaling: parse throughput with `rk.set_num_threads(n)` for n = 1, 2, ...
+   up to the cores. Target: 2 threads >= 1.7 x one.
+
+Beside each figure at the defaults, the single-thread view: recordkit with
+one thread against TensorFlow limited to one (tf.data's private thread pool
+and its ops' intra-op parallelism set to 1).
+
+Usage: python benchmarks/bench_threads.py [--records N] [--large N] [--repeats R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import DATA, best_of_each, import_tensorflow, require_release_build, warm  # noqa: E402
+from bench_examples import LARGE_SPEC, SPEC, large_columns, rk_parse, tutorial_columns  # noqa: E402
+
+import recordkit as rk  # noqa: E402
+
+
+def tf_parse(tf, path, spec, batch: int, one_thread: bool) -> int:
+    tf_spec = {k: tf.io.FixedLenFeature([], {"int64": tf.int64, "string": tf.string, "float32": tf.float32}[v.dtype],
+                                        default_value=v.default_value) for k, v in spec.items()}
+    ds = tf.data.TFRecordDataset(str(path)).batch(batch).map(lambda b: tf.io.parse_example(b, tf_spec))
+    if one_thread:
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = 1
+        options.threading.max_intra_op_parallelism = 1
+        ds = ds.with_options(options)
+    key = next(iter(spec))
+    return sum(int(b[key].shape[0]) for b in ds)
+
+
+def with_threads(count: int | None, fn):
+    def run():
+        rk.set_num_threads(count)
+        try:
+            return fn()
+        finally:
+            rk.set_num_threads(None)
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--large", type=int, default=4_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    require_release_build()
+    DATA.mkdir(exist_ok=True)
+    tf = import_tensorflow()
+    cores = os.cpu_count() or 1
+    print(f"recordkit {rk.__version__}: {rk.get_num_threads()} threads by default; "
+          f"TensorFlow {tf.__version__ if tf else 'not installed'}; {cores} CPUs")
+
+    path = DATA / f"tutorial-{args.records}.tfrecord"
+    if not path.exists():
+        rk.write_examples(path, tutorial_columns(args.records))
+    large = DATA / f"large-examples-{args.large}.tfrecord"
+    if not large.exists():
+        rk.write_examples(large, large_columns(args.large, 150_000))
+
+    for title, file, spec, batch, target in ((f"1. {args.records:,} tutorial records -> NumPy columns", path, SPEC,
+                                              65536, 20),
+                                             (f"2. {args.large:,} records of 150 KB -> NumPy columns", large,
+                                              LARGE_SPEC, 16, 4)):
+        warm(file)
+        contenders = [with_threads(None, lambda: rk_parse(file, spec, batch)),
+                      with_threads(1, lambda: rk_parse(file, spec, batch))]
+        if tf:
+            contenders += [lambda: tf_parse(tf, file, spec, 1024 if batch > 16 else 16, False),
+                           lambda: tf_parse(tf, file, spec, 1024 if batch > 16 else 16, True)]
+        timed = best_of_each(contenders, args.repeats)
+        records = timed[0][1]
+        print(f"\n{title}")
+        for name, (seconds, n) in zip(["recordkit (defaults)", "recordkit (1 thread)", "TensorFlow (defaults)",
+                                       "TensorFlow (1 thread)"], timed):
+            assert n == records, (name, n, records)
+            print(f"   {name:<24}{seconds:8.3f} s  {records / seconds / 1e6:7.3f} M records/s  "
+                  f"{os.path.getsize(file) / seconds / 1e9:6.2f} GB/s")
+        if tf:
+            print(f"   at the defaults: {timed[2][0] / timed[0][0]:.1f} x (target >= {target} x); "
+                  f"one thread each: {timed[3][0] / timed[1][0]:.1f} x")
+
+    # 3. writing from each kind of input, each run to a new file.
+    warnings.filterwarnings("ignore", message="column 'feature3': float64")
+    columns = tutorial_columns(args.records)
+    inputs = {"NumPy arrays": columns, "object arrays": dict(columns, feature2=columns["feature2"].astype(object)),
+              "Python lists": {k: v.tolist() for k, v in columns.items()}}
+    out, tf_out = DATA / "threads-written.tfrecord", DATA / "threads-written-tf.tfrecord"
+
+    def remove(target):
+        return lambda: target.unlink(missing_ok=True)
+
+    contenders = [(lambda c=c: rk.write_examples(out, c)) for c in inputs.values()]
+    setups = [remove(out)] * len(contenders)
+    if tf:
+        serialized = list(rk.TFRecordReader(path))
+
+        def tf_write() -> None:
+            with tf.io.TFRecordWriter(str(tf_out)) as writer:
+                for record in serialized:
+                    writer.write(record)
+
+        contenders.append(tf_write)
+        setups.append(remove(tf_out))
+    timed = best_of_each(contenders, args.repeats, setups)
+    print(f"\n3. write_examples of {args.records:,} tutorial rows to a new file")
+    for name, (seconds, _) in zip(inputs, timed):
+        line = f"   from {name:<16}{seconds:8.3f} s"
+        if tf:
+            line += f"  {timed[-1][0] / seconds:5.1f} x TensorFlow's writer ({timed[-1][0]:.3f} s; target >= 10 x)"
+        print(line)
+    if tf:
+        assert out.read_bytes() == tf_out.read_bytes()
+
+    # 4. scaling with the thread count.
+    counts = sorted({1, 2, cores} | {c for c in (4, 8, 16) if c <= cores})
+    timed = best_of_each([with_threads(c, lambda: rk_parse(path, SPEC, 65536)) for c in counts], args.repeats)
+    print(f"\n4. parse throughput by thread count ({args.records:,} tutorial records)")
+    for count, (seconds, _) in zip(counts, timed):
+        print(f"   {count:>3} threads: {args.records / seconds / 1e6:6.2f} M records/s  {timed[0][0] / seconds:4.2f} x one")
+    if len(counts) > 1:
+        print(f"   2 threads vs 1: {timed[0][0] / timed[1][0]:.2f} x (target >= 1.7 x)")
+
+
+if __name__ == "__main__":
+    main()
