@@ -99,3 +99,13 @@ def test_empty_partitions_write_no_file(tmp_path: Path) -> None:
         written = rkd.to_tfrecords(dd.from_map(lambda frame: frame, frames), tmp_path / "out")
     assert [Path(p).name[-14:] for p in written] == ["00000.tfrecord", "00002.tfrecord"]
     assert rk.read_table(tmp_path / "out").column("x").to_pylist() == [0, 1, 2, 0, 1]
+
+
+def test_skipping_damage_only_when_asked(tmp_path: Path) -> None:
+    total = uneven_shards(tmp_path, sizes=(5000, 20000))
+    damage_record(tmp_path / "part-00001.tfrecord", 12345)
+    with dask.config.set(scheduler="synchronous"), pytest.warns(rk.DataLossWarning, match="part-00001.tfrecord"):
+        ddf = rkd.read_tfrecords(tmp_path, npartitions=4, on_error="skip")
+        ids = ddf["id"].compute().tolist()
+    assert ddf.npartitions == 2  # whole files: a count taken before the damage cannot place a cut
+    assert ids == [i for i in range(total) if i != 5000 + 12345]

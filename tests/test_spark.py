@@ -80,6 +80,8 @@ def test_a_damaged_record_fails_the_job_with_its_offset(spark: Any, tmp_path: Pa
     message = str(error.value)
     assert "DataLossError" in message and f"corrupted record at {offset}:" in message
     assert "record 12345 of" in message and "part-00001.tfrecord" in message
+    skipped = spark.read.format("tfrecord").option("on_error", "skip").load(str(tmp_path)).select("id").collect()
+    assert sorted(r.id for r in skipped) == [i for i in range(25000) if i != 5000 + 12345]  # only when asked
 
 
 def test_a_failed_write_leaves_nothing_new(spark: Any, tmp_path: Path) -> None:

@@ -438,3 +438,18 @@ def test_a_stream_is_sharded_as_its_table_and_a_failing_stream_writes_nothing(tm
     with pytest.raises(ValueError, match="row 300"), pytest.warns(UserWarning, match="float32"):
         rk.write_examples(tmp_path / "o.tfrecord", pa.RecordBatchReader.from_batches(
             wide.schema, wide.to_batches(max_chunksize=100)))
+
+
+def test_read_table_skips_damage_only_when_asked(tmp_path) -> None:
+    from conftest import damage_record, uneven_shards
+
+    total = uneven_shards(tmp_path, sizes=(300, 9000))
+    offset = damage_record(tmp_path / "part-00001.tfrecord", 4321)
+    with pytest.raises(rk.DataLossError) as error:
+        rk.read_table(tmp_path, {"id": rk.FixedLenFeature([], "int64")})
+    assert error.value.offset == offset
+    with pytest.warns(rk.DataLossWarning, match=f"at offset {offset} .*after 4321 intact records"):
+        table = rk.read_table(tmp_path, {"id": rk.FixedLenFeature([], "int64")}, on_error="skip")
+    assert table.column("id").to_pylist() == [i for i in range(total) if i != 300 + 4321]
+    with pytest.raises(ValueError, match='on_error must be "raise" or "skip"'):
+        rk.read_table(tmp_path, on_error="ignore")  # type: ignore[arg-type]

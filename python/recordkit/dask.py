@@ -69,6 +69,7 @@ def read_tfrecords(
     infer_from: int = 1000,
     npartitions: int | None = None,
     verify: bool = True,
+    on_error: Literal["raise", "skip"] = "raise",
 ) -> "dd.DataFrame":
     """A Dask DataFrame of the records of ``source``, one partition per file,
     or about ``npartitions`` partitions, local uncompressed files cut into
@@ -76,10 +77,13 @@ def read_tfrecords(
     :func:`recordkit.read_table`; the schema is fixed here, the same in every
     partition. Each partition is its range's ``read_table(...)`` as a pandas
     DataFrame of Arrow-backed columns (``pd.ArrowDtype``): lists and byte
-    strings stay what they are.
+    strings stay what they are. A damaged record fails the computation with
+    :class:`recordkit.DataLossError`, unless ``on_error="skip"`` (then files
+    are read whole, and each skipped stretch warns with :class:`recordkit.DataLossWarning`).
     """
     scan = TableScan(source, features, sequence_features=sequence_features, columns=columns,
-                     compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from)
+                     compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from,
+                     on_error=on_error)
     pieces = scan.whole_files() if npartitions is None else scan.ranges(npartitions, min_records=1)
     if not pieces:  # only empty files
         pieces = [RecordRange(scan.files[0])]

@@ -115,6 +115,7 @@ def read_tfrecords(
     infer_from: int = 1000,
     include_paths: bool = False,
     verify: bool = True,
+    on_error: Literal["raise", "skip"] = "raise",
     min_bytes_per_task: int = 32 << 20,
     override_num_blocks: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
@@ -132,10 +133,14 @@ def read_tfrecords(
     read whole, one task each at most.
 
     A damaged record fails the job with :class:`recordkit.DataLossError`
-    naming the file and its offset, as in every recordkit reader.
+    naming the file and its offset, as in every recordkit reader; with
+    ``on_error="skip"``, damaged stretches are skipped with a
+    :class:`recordkit.DataLossWarning` each (in the worker's log), and files
+    are read whole.
     """
     scan = TableScan(paths, features, sequence_features=sequence_features, batch_size=batch_size, columns=columns,
-                     compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from)
+                     compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from,
+                     on_error=on_error)
     source = TFRecordDatasource(scan, include_paths=include_paths, min_bytes_per_task=min_bytes_per_task)
     kwargs: dict[str, Any] = {}
     if override_num_blocks is not None:

@@ -12,7 +12,8 @@ given with ``.schema(...)``), fixed on the driver; partitions are files and
 record ranges of local uncompressed files; each yields Arrow record batches.
 Options: ``compression``, ``format`` (``"tfrecord"``/``"ofrecord"``),
 ``strings`` (``"binary"``/``"utf8"``), ``partitions`` (about how many),
-``infer_from``. Writing goes through the Arrow writer, one staged file per
+``infer_from``, ``on_error`` (``"raise"``, or ``"skip"`` damaged stretches).
+Writing goes through the Arrow writer, one staged file per
 task, renamed into place by the driver's commit (``overwrite`` then removes the
 older record files) and removed by its abort. Needs ``pip install recordkit[spark]``
 and Java 17 or newer.
@@ -73,7 +74,8 @@ class TFRecordDataSource(DataSource):
             raise ValueError("say which files to read: spark.read.format('tfrecord').load(path)")
         return TableScan(options["path"], self.features, sequence_features=self.sequence_features,
                          compression=options.get("compression", "auto"), format=options.get("format", "auto"),
-                         strings=options.get("strings", "binary"), infer_from=int(options.get("infer_from", 1000)))
+                         strings=options.get("strings", "binary"), infer_from=int(options.get("infer_from", 1000)),
+                         on_error=options.get("on_error", "raise"))
 
     def schema(self) -> "StructType":
         """The Spark schema of the records: the spec's, or the one inferred from the first records."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from recordkit import _native
 from recordkit._sources import open_input
-from recordkit.errors import ParseError, RecordkitError
+from recordkit.errors import DataLossWarning, ParseError, RecordkitError
 from recordkit.records import _reader_compression
 from recordkit.features import (
     DTYPES,
@@ -420,6 +420,7 @@ def read_batches(
     verify: bool = True,
     strings: Strings = "binary",
     infer_from: int = 1000,
+    on_error: Literal["raise", "skip"] = "raise",
 ) -> "pa.RecordBatchReader":
     """Streams ``tf.train.Example``, ``tf.train.SequenceExample`` or OFRecord records
     as Arrow record batches of up to ``batch_size`` rows.
@@ -462,10 +463,13 @@ def read_batches(
         format: ``"auto"`` (OneFlow's ``part-N`` names are OFRecord),
             ``"tfrecord"`` or ``"ofrecord"``. An OFRecord spec uses ``int64``,
             ``float32`` and ``string``; inferred columns also ``float64`` and ``int32``.
-        compression, verify: As for :class:`recordkit.TFRecordReader`.
+        compression, verify, on_error: As for :class:`recordkit.TFRecordReader`:
+            ``on_error="skip"`` skips damaged stretches, each with a
+            :class:`recordkit.DataLossWarning`.
     """
     scan = TableScan(source, features, sequence_features=sequence_features, batch_size=batch_size, columns=columns,
-                     compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from)
+                     compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from,
+                     on_error=on_error)
     return scan.reader(scan.whole_files())
 
 
@@ -495,7 +499,12 @@ class TableScan:
     process, gives batches of the same schema. Engines (``recordkit.ray``,
     ``recordkit.spark``, ``recordkit.dask``) make one on the driver, cut the
     files into :class:`RecordRange` pieces with :meth:`ranges`, and read each
-    piece in a task with :meth:`batches`. Arguments as for :func:`read_batches`.
+    piece in a task with :meth:`batches`. Arguments as for :func:`read_batches`,
+    and ``on_error``: ``"raise"`` (a damaged record is a :class:`DataLossError`
+    naming the file and offset) or ``"skip"`` (damaged stretches are skipped as
+    :class:`recordkit.TFRecordReader` skips them, each with a
+    :class:`DataLossWarning`; files are then not cut into ranges, since a
+    count taken before the damage is found cannot place a cut).
     """
 
     def __init__(
@@ -511,10 +520,14 @@ class TableScan:
         verify: bool = True,
         strings: Strings = "binary",
         infer_from: int = 1000,
+        on_error: Literal["raise", "skip"] = "raise",
     ) -> None:
         import pyarrow as pa
 
         from recordkit.dataset import list_files, record_format
+
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
 
         if strings not in ("binary", "utf8"):
             raise ValueError(f'strings must be "binary" or "utf8", not {strings!r}')
@@ -533,7 +546,7 @@ class TableScan:
                          else "sequence_example")
             plan = _plan(container, features or {}, sequence_features or {}, columns)
         self.plan, self.strings, self.batch_size = plan, strings, batch_size
-        self.compression, self.verify = compression, verify
+        self.compression, self.verify, self.on_error = compression, verify, on_error
         self.schema = pa.schema([pa.field(c.name, _arrow_type(c, strings), nullable=c.nullable) for c in plan.columns])
 
     def whole_files(self) -> list[RecordRange]:
@@ -550,6 +563,8 @@ class TableScan:
         means reading everything before it); empty files none."""
         from recordkit.dataset import _CHECKPOINT_EVERY, _survey
 
+        if self.on_error == "skip":
+            return [RecordRange(path, size=_local_size(path)) for path in self.files]
         surveys = [(path, _survey(path, self.format)) for path in self.files]
         total = sum(survey.records for _, survey in surveys if survey is not None)
         whole = sum(survey is None for _, survey in surveys)
@@ -582,8 +597,10 @@ class TableScan:
         for piece in ranges:
             opened = open_input(piece.path)
             try:
+                skip = self.on_error == "skip"
                 scanner = _native.RecordScanner(opened.handle, name=opened.name, format=self.format,
-                                                compression=_reader_compression(self.compression), verify=self.verify)
+                                                compression=_reader_compression(self.compression), verify=self.verify,
+                                                skip_damaged=skip)
                 try:
                     if piece.start:
                         scanner.seek(piece.seek, piece.start)
@@ -594,6 +611,8 @@ class TableScan:
                             count, parsed = scanner.next_sequence_batch(want, requests, list_requests, True)
                         else:
                             count, parsed = scanner.next_example_batch(want, requests, True, message)
+                        if skip:
+                            _warn_skipped(opened.name, scanner.take_skipped())
                         if not count:
                             if piece.stop is not None:
                                 raise RecordkitError(
@@ -617,6 +636,16 @@ class TableScan:
         return pa.RecordBatchReader.from_batches(self.schema, self.batches(ranges))
 
 
+def _warn_skipped(name: str, skipped: list[tuple[int, int, str, str, int]]) -> None:
+    import warnings
+
+    from recordkit.records import plural
+
+    for offset, nbytes, _, detail, record_index in skipped:
+        warnings.warn(f"{name}: skipped {plural(nbytes, 'damaged byte')} at offset {offset} ({detail}), "
+                      f"after {plural(record_index, 'intact record')}", DataLossWarning, stacklevel=3)
+
+
 def _local_size(path: str) -> int | None:
     try:
         return os.path.getsize(path)
@@ -635,6 +664,7 @@ def read_table(
     verify: bool = True,
     strings: Strings = "binary",
     infer_from: int = 1000,
+    on_error: Literal["raise", "skip"] = "raise",
 ) -> "pa.Table":
     """Reads ``tf.train.Example``, ``tf.train.SequenceExample`` or OFRecord records
     into one ``pyarrow.Table``: :func:`read_batches`, gathered.
@@ -643,4 +673,4 @@ def read_table(
     """
     return read_batches(source, features, sequence_features=sequence_features, columns=columns,
                         compression=compression, format=format, verify=verify, strings=strings,
-                        infer_from=infer_from).read_all()
+                        infer_from=infer_from, on_error=on_error).read_all()
