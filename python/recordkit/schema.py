@@ -16,7 +16,7 @@ import numpy as np
 
 from recordkit import _native, train
 from recordkit._sources import PathLike
-from recordkit.columnar import per_file_limit
+from recordkit.columnar import per_file_limit, scanned_batches
 from recordkit.dataset import RecordFormat, list_files, record_format
 from recordkit.features import FeatureSpec, FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
 from recordkit.records import OFRecordReader, TFRecordReader
@@ -272,9 +272,29 @@ def infer_schema(
     OFRecords (``format``, or ``part-N`` names) are told apart.
     """
     files = list_files(source)
-    first = record_format(files[0]) if format == "auto" else format
-    records = (record for _, _, record in sample_records(files, limit, format=format, compression=compression))
-    return _infer(records, limit, "ofrecord" if first == "ofrecord" else None)
+    formats = [record_format(p) if format == "auto" else format for p in files]
+    return _infer(_record_batches(files, formats, limit, compression), limit,
+                  "ofrecord" if formats[0] == "ofrecord" else None)
+
+
+def _record_batches(files: list[str], formats: list[RecordFormat], limit: int | None,
+                    compression: str | None) -> Iterator[list[bytes]]:
+    """The records :func:`sample_records` gives, a batch at a time, framed in Rust
+    (no Python generator step per record)."""
+    def next_batch(scanner: Any, n: int) -> tuple[int, list[bytes]]:
+        batch = scanner.next_batch(n, 16 << 20)
+        return len(batch), batch
+
+    per_file = None if limit is None else per_file_limit(limit, len(files))
+    taken = 0
+    for path, fmt in zip(files, formats):
+        want = None if limit is None else min(per_file, limit - taken)  # type: ignore[type-var]
+        if want is not None and want <= 0:
+            return
+        for _, count, batch in scanned_batches([path], next_batch, _SURVEY_BATCH, format=fmt,
+                                               compression=compression, limit=want):
+            taken += count
+            yield batch
 
 
 _SURVEY_BATCH = 1024
@@ -344,10 +364,9 @@ class _Survey:
                 info._see_values(values)
 
 
-def _infer(records: Iterable[bytes], limit: int | None, container: Container | None) -> Schema:
+def _infer(batches: Iterable[list[bytes]], limit: int | None, container: Container | None) -> Schema:
     survey = _Survey(container == "ofrecord")
-    iterator = iter(records)
-    while batch := list(itertools.islice(iterator, _SURVEY_BATCH)):
+    for batch in batches:
         survey.add_batch(batch)
     complete = limit is None or survey.count < limit
     kind: Container = container or ("sequence_example" if survey.is_sequence else "example")

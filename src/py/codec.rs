@@ -372,6 +372,17 @@ fn utf8_key(key: &[u8]) -> PyResult<&str> {
 
 /// Keeps the last entry of each key, in order of first appearance.
 fn dedup(entries: Vec<Entry<'_>>) -> Vec<Entry<'_>> {
+    if entries.len() <= 16 {
+        // A few keys: comparing them beats building a map for every record.
+        let mut order: Vec<Entry<'_>> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match order.iter_mut().find(|e| e.key == entry.key) {
+                Some(earlier) => *earlier = entry,
+                None => order.push(entry),
+            }
+        }
+        return order;
+    }
     let mut order: Vec<Entry<'_>> = Vec::new();
     let mut seen: HashMap<&[u8], usize> = HashMap::new();
     for entry in entries {
@@ -470,6 +481,7 @@ pub fn survey_features(
         let (facts, undecodable, sequences) = py.detach(|| {
             let mut facts: Vec<(Vec<u8>, FeatureFacts)> = Vec::new();
             let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+            let mut by_position: Vec<usize> = Vec::new();
             let mut undecodable = Vec::new();
             let mut sequences = false;
             let mut bytes = Vec::new();
@@ -501,18 +513,35 @@ pub fn survey_features(
                     undecodable.push(i);
                     continue;
                 };
-                for (key, count, feature) in features {
-                    let slot = *index.entry(key.to_vec()).or_insert_with(|| {
-                        facts.push((
-                            key.to_vec(),
-                            FeatureFacts {
-                                text: true,
-                                min_values: u64::MAX,
-                                ..Default::default()
-                            },
-                        ));
-                        facts.len() - 1
-                    });
+                for (position, (key, count, feature)) in features.into_iter().enumerate() {
+                    // Records of a file list their keys in the same order: the
+                    // slot the key at this position had last time is tried
+                    // first, then the map (looked up by slice: a key is copied
+                    // only the first time it is seen).
+                    let cached = by_position
+                        .get(position)
+                        .copied()
+                        .filter(|&slot: &usize| facts[slot].0 == key);
+                    let slot = match cached.or_else(|| index.get(key).copied()) {
+                        Some(slot) => slot,
+                        None => {
+                            facts.push((
+                                key.to_vec(),
+                                FeatureFacts {
+                                    text: true,
+                                    min_values: u64::MAX,
+                                    ..Default::default()
+                                },
+                            ));
+                            index.insert(key.to_vec(), facts.len() - 1);
+                            facts.len() - 1
+                        }
+                    };
+                    if position < by_position.len() {
+                        by_position[position] = slot;
+                    } else if position < 256 {
+                        by_position.push(slot);
+                    }
                     let f = &mut facts[slot].1;
                     f.kinds |= feature.kind.map_or(1, |k| 2 << (k as u32));
                     f.present += 1;
