@@ -366,7 +366,8 @@ def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None, fla
     no Python object per value."""
     import pyarrow as pa
 
-    array = array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    if isinstance(array, pa.ChunkedArray):
+        array = array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
     array = _plain_arrow(name, array)
     present = None if array.null_count == 0 else ~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
@@ -382,7 +383,7 @@ def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None, fla
             raise ValueError(f"column {name!r}: its lists hold nulls, which a tf.train.Feature cannot")
     else:
         # Nulls dropped before NumPy sees them: an int column with nulls would come out as float.
-        flat = array.drop_null()
+        flat = array.drop_null() if array.null_count else array
         if present is not None:
             splits = np.concatenate([[0], np.cumsum(present.astype(np.int64))])
         else:
