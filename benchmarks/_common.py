@@ -82,3 +82,9 @@ def import_tensorflow():
     except ImportError:
         return None
     return tf
+
+
+def tensorflow_spec(tf, spec: dict) -> dict:
+    """A recordkit spec of scalar ``FixedLenFeature``s as TensorFlow's, for its side of a benchmark."""
+    dtypes = {"int64": tf.int64, "string": tf.string, "float32": tf.float32}
+    return {key: tf.io.FixedLenFeature([], dtypes[f.dtype], default_value=f.default_value) for key, f in spec.items()}

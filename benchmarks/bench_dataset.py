@@ -19,7 +19,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, import_tensorflow, require_release_build, warm  # noqa: E402
+from _common import DATA, best_of_each, import_tensorflow, require_release_build, tensorflow_spec, warm  # noqa: E402
 from bench_examples import SPEC, tutorial_columns  # noqa: E402
 
 import recordkit as rk  # noqa: E402
@@ -64,8 +64,7 @@ def main() -> None:
 
     contenders = [run_recordkit]
     if tf:
-        tf_spec = {key: tf.io.FixedLenFeature([], {"int64": tf.int64, "string": tf.string, "float32": tf.float32}[spec.dtype],
-                                              default_value=spec.default_value) for key, spec in SPEC.items()}
+        tf_spec = tensorflow_spec(tf, SPEC)
 
         def run_tensorflow() -> int:
             files = tf.data.Dataset.from_tensor_slices(shards).shuffle(SHARDS, seed=0)

@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, best_time_without_tensorflow, import_tensorflow, require_release_build, warm  # noqa: E402
+from _common import DATA, best_of_each, best_time_without_tensorflow, import_tensorflow, require_release_build, tensorflow_spec, warm  # noqa: E402
 
 import recordkit as rk  # noqa: E402
 
@@ -107,8 +107,7 @@ def main() -> None:
     options = None
     contenders = [lambda: rk_parse(path, SPEC, 1024)]
     if tf:
-        tf_spec = {k: tf.io.FixedLenFeature([], {"int64": tf.int64, "string": tf.string, "float32": tf.float32}[v.dtype],
-                                            default_value=v.default_value) for k, v in SPEC.items()}
+        tf_spec = tensorflow_spec(tf, SPEC)
         options = tf.data.Options()
         options.threading.private_threadpool_size = 1
         options.threading.max_intra_op_parallelism = 1

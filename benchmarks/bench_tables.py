@@ -23,7 +23,7 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, import_tensorflow, require_release_build, warm  # noqa: E402
+from _common import DATA, best_of_each, import_tensorflow, require_release_build, tensorflow_spec, warm  # noqa: E402
 from bench_examples import LARGE_SPEC, SPEC, large_columns, tutorial_columns  # noqa: E402
 
 import recordkit as rk  # noqa: E402
@@ -66,8 +66,7 @@ def main() -> None:
     contenders = [lambda: rk.read_table(path, SPEC), lambda: rk.read_table(path, SPEC).to_pandas()]
     names = ["read_table", "read_table().to_pandas()"]
     if tf:
-        tf_spec = {k: tf.io.FixedLenFeature([], {"int64": tf.int64, "string": tf.string, "float32": tf.float32}[v.dtype],
-                                            default_value=v.default_value) for k, v in SPEC.items()}
+        tf_spec = tensorflow_spec(tf, SPEC)
         contenders += [lambda: tf_to_pandas(tf, path, tf_spec, None), lambda: tf_to_pandas(tf, path, tf_spec, 1)]
         names += ["TensorFlow -> pandas (defaults)", "TensorFlow -> pandas (1 thread)"]
     timed = best_of_each(contenders, args.repeats)

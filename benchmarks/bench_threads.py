@@ -27,15 +27,14 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, import_tensorflow, require_release_build, warm  # noqa: E402
+from _common import DATA, best_of_each, import_tensorflow, require_release_build, tensorflow_spec, warm  # noqa: E402
 from bench_examples import LARGE_SPEC, SPEC, large_columns, rk_parse, tutorial_columns  # noqa: E402
 
 import recordkit as rk  # noqa: E402
 
 
 def tf_parse(tf, path, spec, batch: int, one_thread: bool) -> int:
-    tf_spec = {k: tf.io.FixedLenFeature([], {"int64": tf.int64, "string": tf.string, "float32": tf.float32}[v.dtype],
-                                        default_value=v.default_value) for k, v in spec.items()}
+    tf_spec = tensorflow_spec(tf, spec)
     ds = tf.data.TFRecordDataset(str(path)).batch(batch).map(lambda b: tf.io.parse_example(b, tf_spec))
     if one_thread:
         options = tf.data.Options()
@@ -47,8 +46,8 @@ def tf_parse(tf, path, spec, batch: int, one_thread: bool) -> int:
 
 
 def settle() -> None:
-    """A pause before each run, outside the timing: TensorFlow's pools spin for a
-    while after a run, and would slow whichever contender came next."""
+    """A pause before each run, outside the timing: a precaution, so that no run
+    starts while threads of the one before (TensorFlow's pools) wind down."""
     time.sleep(0.3)
 
 

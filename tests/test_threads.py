@@ -97,17 +97,18 @@ def test_an_error_in_a_worker_thread_names_the_record(tmp_path: Path) -> None:
 
 def test_one_thread_per_dataloader_worker_unless_chosen(many: Path) -> None:
     pytest.importorskip("torch")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: the default is one thread anyway, so this could not fail")
     # In fresh interpreters: forking this one (as DataLoader workers do) after
     # other tests started threads is what the fork warning is about.
     code = (
         "import torch, recordkit as rk\n"
         f"ds = rk.Dataset({str(many)!r}).take(1).map(lambda r: rk.get_num_threads())\n"
-        "print(rk.get_num_threads() > 1, list(torch.utils.data.DataLoader(ds.to_torch(), batch_size=None, "
-        "num_workers=1)))\n"
+        "print(list(torch.utils.data.DataLoader(ds.to_torch(), batch_size=None, num_workers=1)))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "RECORDKIT_NUM_THREADS"}
     default = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     chosen = subprocess.run([sys.executable, "-c", code], env=dict(env, RECORDKIT_NUM_THREADS="3"),
                             capture_output=True, text=True, check=True)
-    assert default.stdout.split(None, 1)[1].strip() in ("[1]", "[tensor(1)]")
-    assert chosen.stdout.split(None, 1)[1].strip() in ("[3]", "[tensor(3)]")
+    assert default.stdout.strip() in ("[1]", "[tensor(1)]")
+    assert chosen.stdout.strip() in ("[3]", "[tensor(3)]")

@@ -11,7 +11,6 @@ import argparse
 import base64
 import json
 import math
-import os
 import re
 import sys
 import warnings

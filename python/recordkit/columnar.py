@@ -265,6 +265,24 @@ def _from_array(name: str, array: np.ndarray, schema: str,
     return rows, (kind, values, splits, None)
 
 
+def _from_sequence(name: str, column: list, schema: str, shared: dict[tuple[int, int], np.ndarray],
+                   warned: set[str] | None) -> tuple[int, Column]:
+    """A column given as a Python list: read in Rust in one pass where its rows
+    are plain scalars (or lists or tuples of them), else through NumPy."""
+    fast = _from_python_list(name, column, schema, warned)
+    if fast is not None:
+        return fast
+    try:
+        array = np.asarray(column)
+    except ValueError:
+        array = None  # ragged
+    if array is not None and array.dtype.kind in "SU":
+        array = np.array(column, dtype=object)  # the Python strings as they are: NumPy's S and U drop trailing NULs
+    if array is not None and (array.dtype != object or array.ndim == 1):
+        return _from_array(name, array, schema, shared, warned)  # lists of lists: its fallback
+    return _from_lists(name, column, schema, warned)
+
+
 def _from_python_list(name: str, rows: list, schema: str, warned: set[str] | None) -> tuple[int, Column] | None:
     """A list of rows of Python scalars (or lists or tuples of them, or None)
     read in Rust in one pass, with no NumPy conversion; None for anything else."""
@@ -430,25 +448,7 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
         elif isinstance(column, np.ndarray):
             n, normalized = _from_array(name, column, schema, shared_splits, warned)
         else:
-            column = list(column)
-            fast = _from_python_list(name, column, schema, warned)
-            if fast is not None:
-                n, normalized = fast
-                if rows is not None and n != rows:
-                    raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
-                rows = n
-                out[name] = normalized
-                continue
-            try:
-                array = np.asarray(column)
-            except ValueError:
-                array = None  # ragged
-            if array is not None and array.dtype.kind in "SU":
-                array = np.array(column, dtype=object)  # the Python strings as they are: NumPy's S and U drop trailing NULs
-            if array is not None and (array.dtype != object or array.ndim == 1):
-                n, normalized = _from_array(name, array, schema, shared_splits, warned)  # lists of lists: its fallback
-            else:
-                n, normalized = _from_lists(name, column, schema, warned)
+            n, normalized = _from_sequence(name, list(column), schema, shared_splits, warned)
         if rows is not None and n != rows:
             raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
         rows = n

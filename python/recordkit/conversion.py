@@ -20,7 +20,6 @@ import os
 import re
 import sys
 import time
-import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Literal, Sequence
 

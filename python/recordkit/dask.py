@@ -84,7 +84,7 @@ def read_tfrecords(
     scan = TableScan(source, features, sequence_features=sequence_features, columns=columns,
                      compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from,
                      on_error=on_error)
-    pieces = scan.whole_files() if npartitions is None else scan.ranges(npartitions, min_records=1)
+    pieces = scan.whole_files() if npartitions is None else scan.ranges(npartitions)
     if not pieces:  # only empty files
         pieces = [RecordRange(scan.files[0])]
     meta = _to_pandas(scan.schema.empty_table())

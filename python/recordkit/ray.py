@@ -89,7 +89,7 @@ class _ReadFn:
             for batch in self.scan.batches([piece]):
                 table = pa.Table.from_batches([batch], self.scan.schema)
                 if self.include_paths:
-                    table = table.append_column("path", pa.array([piece.path] * len(table), pa.string()))
+                    table = table.append_column("path", pa.repeat(pa.scalar(piece.path, pa.string()), len(table)))
                 empty = False
                 yield table
         if empty:  # an empty file: Ray would make a block without columns

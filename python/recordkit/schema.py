@@ -8,7 +8,6 @@ how many values it holds, inferred from the records themselves.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal, Sequence
 
@@ -19,9 +18,8 @@ from recordkit._sources import PathLike
 from recordkit.columnar import per_file_limit, scanned_batches
 from recordkit.dataset import RecordFormat, list_files, record_format
 from recordkit.features import FeatureSpec, FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
-from recordkit.records import OFRecordReader, TFRecordReader
 
-__all__ = ["FeatureInfo", "Schema", "infer_schema", "sample_records", "decode_any", "MESSAGE_NAMES"]
+__all__ = ["FeatureInfo", "Schema", "infer_schema", "record_batches", "decode_any", "MESSAGE_NAMES"]
 
 Container = Literal["example", "sequence_example", "ofrecord"]
 
@@ -227,36 +225,34 @@ class Schema:
         return out
 
 
-def _records(path: str, fmt: RecordFormat, compression: str | None) -> Iterator[bytes]:
-    reader = OFRecordReader(path, compression) if fmt == "ofrecord" else TFRecordReader(path, compression)
-    with reader:
-        yield from reader
-
-
-def sample_records(
+def record_batches(
     source: PathLike | Sequence[PathLike],
     limit: int | None,
     *,
     format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
     compression: str | None = "auto",
-) -> Iterator[tuple[str, RecordFormat, bytes]]:
-    """``(path, format, record)`` for up to ``limit`` records (all with None), taken
-    from every file in turn so that a sample sees each file's start."""
+    batch_size: int = 1024,
+) -> Iterator[tuple[str, RecordFormat, list[bytes]]]:
+    """``(path, format, records)`` batches of up to ``limit`` records in all (every
+    record with None), taken from every file in turn so that a sample sees each
+    file's start; framed and checked in Rust a batch at a time."""
     files = list_files(source)
     formats = [record_format(p) if format == "auto" else format for p in files]
-    if limit is None:
-        for path, fmt in zip(files, formats):
-            for record in _records(path, fmt, compression):
-                yield path, fmt, record
-        return
-    per_file = per_file_limit(limit, len(files))
+
+    def next_batch(scanner: Any, n: int) -> tuple[int, list[bytes]]:
+        batch = scanner.next_batch(n, 16 << 20)
+        return len(batch), batch
+
+    per_file = None if limit is None else per_file_limit(limit, len(files))
     taken = 0
     for path, fmt in zip(files, formats):
-        for record in itertools.islice(_records(path, fmt, compression), min(per_file, limit - taken)):
-            yield path, fmt, record
-            taken += 1
-        if taken >= limit:
+        want = None if limit is None else min(per_file, limit - taken)  # type: ignore[type-var]
+        if want is not None and want <= 0:
             return
+        for _, count, batch in scanned_batches([path], next_batch, batch_size, format=fmt,
+                                               compression=compression, limit=want):
+            taken += count
+            yield path, fmt, batch
 
 
 def infer_schema(
@@ -272,29 +268,10 @@ def infer_schema(
     OFRecords (``format``, or ``part-N`` names) are told apart.
     """
     files = list_files(source)
-    formats = [record_format(p) if format == "auto" else format for p in files]
-    return _infer(_record_batches(files, formats, limit, compression), limit,
-                  "ofrecord" if formats[0] == "ofrecord" else None)
-
-
-def _record_batches(files: list[str], formats: list[RecordFormat], limit: int | None,
-                    compression: str | None) -> Iterator[list[bytes]]:
-    """The records :func:`sample_records` gives, a batch at a time, framed in Rust
-    (no Python generator step per record)."""
-    def next_batch(scanner: Any, n: int) -> tuple[int, list[bytes]]:
-        batch = scanner.next_batch(n, 16 << 20)
-        return len(batch), batch
-
-    per_file = None if limit is None else per_file_limit(limit, len(files))
-    taken = 0
-    for path, fmt in zip(files, formats):
-        want = None if limit is None else min(per_file, limit - taken)  # type: ignore[type-var]
-        if want is not None and want <= 0:
-            return
-        for _, count, batch in scanned_batches([path], next_batch, _SURVEY_BATCH, format=fmt,
-                                               compression=compression, limit=want):
-            taken += count
-            yield batch
+    first = record_format(files[0]) if format == "auto" else format
+    batches = (batch for _, _, batch in record_batches(files, limit, format=format, compression=compression,
+                                                       batch_size=_SURVEY_BATCH))
+    return _infer(batches, limit, "ofrecord" if first == "ofrecord" else None)
 
 
 _SURVEY_BATCH = 1024

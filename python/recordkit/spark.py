@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 try:
     from pyspark.sql.datasource import (

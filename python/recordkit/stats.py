@@ -8,7 +8,6 @@ per feature (exact when there are fewer).
 from __future__ import annotations
 
 import collections
-import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Mapping, Sequence
@@ -16,9 +15,9 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from recordkit._sources import PathLike, require
-from recordkit.dataset import list_files, record_format
+from recordkit.dataset import list_files
 from recordkit.columnar import example_column_batches
-from recordkit.schema import decode_any, infer_schema, sample_records
+from recordkit.schema import decode_any, infer_schema, record_batches
 
 __all__ = ["FeatureStats", "DatasetStats", "feature_stats", "plot_stats", "check_plot_path", "shorten_title"]
 
@@ -246,8 +245,7 @@ def feature_stats(
                 accumulator(name).add_values(kind, list(values) if kind == "bytes_list" else values)
     else:
         ofrecord = schema.container == "ofrecord"
-        stream = (record for _, _, record in sample_records(files, limit, format=format, compression=compression))
-        while batch := list(itertools.islice(stream, 4096)):
+        for _, _, batch in record_batches(files, limit, format=format, compression=compression, batch_size=4096):
             records += len(batch)
             gathered: dict[str, list[list[tuple[str | None, Any]]]] = {}
             for record in batch:

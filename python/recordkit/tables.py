@@ -553,10 +553,9 @@ class TableScan:
         """One range per file, every record of it."""
         return [RecordRange(path) for path in self.files]
 
-    def ranges(self, pieces: int, *, min_records: int = 1, min_bytes: int = 0) -> list[RecordRange]:
+    def ranges(self, pieces: int, *, min_bytes: int = 0) -> list[RecordRange]:
         """The files cut into about ``pieces`` ranges of near-equal record counts
-        (each at least ``min_records`` records and about ``min_bytes`` bytes of
-        file), in file order, every record in exactly one. Local uncompressed
+        (each about ``min_bytes`` bytes of file or more), in file order, every record in exactly one. Local uncompressed
         files are counted from their index file (``recordkit index``) or a scan
         of their headers, and cut at records whose offset the count remembered;
         compressed and remote files are one range each (reaching record i
@@ -568,7 +567,7 @@ class TableScan:
         surveys = [(path, _survey(path, self.format)) for path in self.files]
         total = sum(survey.records for _, survey in surveys if survey is not None)
         whole = sum(survey is None for _, survey in surveys)
-        share = max(min_records, -(-total // max(1, pieces - whole)))
+        share = -(-total // max(1, pieces - whole))
         out: list[RecordRange] = []
         for path, survey in surveys:
             if survey is None:

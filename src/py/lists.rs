@@ -120,6 +120,32 @@ impl Values {
     }
 }
 
+/// Appends one row's values (a scalar, or a list or tuple of them), stopping
+/// at the first value the fast path does not take.
+fn push_row(
+    values: &mut Values,
+    item: &Bound<'_, PyAny>,
+    row: usize,
+) -> PyResult<Result<(), Unusual>> {
+    if item.is_exact_instance_of::<PyList>() {
+        for value in item.cast::<PyList>()?.iter() {
+            if values.push(&value, row)?.is_err() {
+                return Ok(Err(Unusual));
+            }
+        }
+        Ok(Ok(()))
+    } else if item.is_exact_instance_of::<PyTuple>() {
+        for value in item.cast::<PyTuple>()?.iter() {
+            if values.push(&value, row)?.is_err() {
+                return Ok(Err(Unusual));
+            }
+        }
+        Ok(Ok(()))
+    } else {
+        values.push(item, row)
+    }
+}
+
 /// A column of rows as flat values: `(kind, values, splits, present)` with kind
 /// `"int64"` (ints and bools), `"float64"`, `"bytes"` (values as `(offsets,
 /// data)`) or `"none"` (no value in any row); `present` is None when every row
@@ -139,24 +165,8 @@ pub fn _column_from_list(
         let mut present = Vec::with_capacity(rows.len());
         splits.push(0i64);
         for (row, item) in rows.iter().enumerate() {
-            let mut fits = Ok(());
-            if item.is_none() {
-                present.push(false);
-            } else if item.is_exact_instance_of::<PyList>() {
-                present.push(true);
-                for value in item.cast::<PyList>()?.iter() {
-                    fits = fits.and(values.push(&value, row)?);
-                }
-            } else if item.is_exact_instance_of::<PyTuple>() {
-                present.push(true);
-                for value in item.cast::<PyTuple>()?.iter() {
-                    fits = fits.and(values.push(&value, row)?);
-                }
-            } else {
-                present.push(true);
-                fits = values.push(&item, row)?;
-            }
-            if fits.is_err() {
+            present.push(!item.is_none());
+            if !item.is_none() && push_row(&mut values, &item, row)?.is_err() {
                 return Ok(None);
             }
             splits.push(values.len() as i64);
