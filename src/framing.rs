@@ -242,6 +242,12 @@ impl Scanner {
         )
     }
 
+    /// The whole file, where it is mapped: spans stay readable there while
+    /// the scanner frames on (their pages may be dropped and faulted in again).
+    pub fn mapping(&self) -> Option<std::sync::Arc<crate::window::Mapping>> {
+        self.win.mapping()
+    }
+
     /// The payload of a span from the latest batch.
     pub fn payload(&self, span: Span) -> &[u8] {
         self.win.bytes(span.pos, span.len)

@@ -21,6 +21,9 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 mod _native {
     #[pymodule_export]
+    use crate::py::batches::PyExampleBatches;
+
+    #[pymodule_export]
     use crate::py::errors::_panic_for_tests;
 
     #[pymodule_export]

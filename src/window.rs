@@ -6,6 +6,7 @@
 //! length field is never trusted for an allocation.
 
 use std::io::{self, Read};
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
@@ -25,6 +26,11 @@ pub trait Window: Send + Sync {
     fn fault(&self) -> Option<StreamFault>;
     /// Every byte of the source at once, where it is mapped whole.
     fn whole(&self) -> Option<&[u8]> {
+        None
+    }
+    /// The mapping behind [`Window::whole`], for threads that read it while
+    /// this window is used on.
+    fn mapping(&self) -> Option<Arc<Mapping>> {
         None
     }
     /// Where bytes went missing from under a mapping because its file was
@@ -53,12 +59,26 @@ pub struct Ahead {
     pub fault: Option<StreamFault>,
 }
 
-/// A whole file, memory-mapped, and guarded against truncation.
-pub struct MappedWindow {
+/// A file's bytes, memory-mapped and guarded against truncation; shared
+/// with threads that parse records while the window's owner frames more.
+pub struct Mapping {
     /// Declared before `map`: fields drop in order, and the guard must be
     /// gone before the mapping is.
-    guard: Option<Guarded>,
-    map: Option<Mmap>,
+    guard: Guarded,
+    map: Mmap,
+}
+
+impl std::ops::Deref for Mapping {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+/// A whole file, memory-mapped, and guarded against truncation.
+pub struct MappedWindow {
+    map: Option<Arc<Mapping>>,
     file: std::fs::File,
     len: u64,
     released_pages: u64,
@@ -79,7 +99,6 @@ impl MappedWindow {
         let len = file.metadata()?.len();
         if len == 0 {
             return Ok(MappedWindow {
-                guard: None,
                 map: None,
                 file,
                 len: 0,
@@ -99,8 +118,7 @@ impl MappedWindow {
         // Advice is a hint; a kernel that ignores it changes nothing.
         let _ = map.advise(memmap2::Advice::Sequential);
         Ok(MappedWindow {
-            guard: Some(guard),
-            map: Some(map),
+            map: Some(Arc::new(Mapping { guard, map })),
             file,
             len,
             released_pages: 0,
@@ -129,10 +147,11 @@ impl Window for MappedWindow {
         // SAFETY: MADV_DONTNEED on a read-only private file mapping only drops
         // the process's copy of clean pages; touching them again re-reads them
         // from the file, so no byte anyone reads changes (memmap2 widens the
-        // range to whole pages, which is harmless for the same reason). No
-        // slice from `bytes` is alive: `release` takes `&mut self`.
+        // range to whole pages, which is harmless for the same reason). That
+        // holds for slices other threads still read through `mapping()`: they
+        // see the same bytes, faulted in again.
         let _ = unsafe {
-            map.unchecked_advise_range(
+            map.map.unchecked_advise_range(
                 memmap2::UncheckedAdvice::DontNeed,
                 start as usize,
                 (pos - start) as usize,
@@ -146,11 +165,15 @@ impl Window for MappedWindow {
     }
 
     fn whole(&self) -> Option<&[u8]> {
-        self.map.as_deref()
+        self.map.as_deref().map(|m| &**m)
+    }
+
+    fn mapping(&self) -> Option<Arc<Mapping>> {
+        self.map.clone()
     }
 
     fn shrunk(&self) -> Option<u64> {
-        let guard = self.guard.as_ref()?;
+        let guard = &self.map.as_ref()?.guard;
         if let Some(at) = guard.lost_at() {
             return Some(at);
         }

@@ -282,9 +282,11 @@ def test_streaming_memory_is_bounded_by_the_batch(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     rows, grown_mb, after_ten_batches_mb = map(int, out.stdout.split())
     assert rows == 10_000
-    # A few batch-sized buffers and up to 16 MiB of mapped pages not yet released,
-    # and nothing that grows with the file: the last 30 batches add next to nothing.
-    assert grown_mb < 100, f"peak RSS grew {grown_mb} MB while streaming 200 MB"
+    # A few batch-sized buffers (with reading ahead: the batch Python holds, the one
+    # the worker has ready, the one it is making) and up to 16 MiB of mapped pages not
+    # yet released, and nothing that grows with the file: the last 30 batches add next
+    # to nothing. Measured: 77 MB on one thread, 96 MB reading ahead.
+    assert grown_mb < 120, f"peak RSS grew {grown_mb} MB while streaming 200 MB"
     assert after_ten_batches_mb < 25, f"peak RSS grew {after_ten_batches_mb} MB over the last 150 MB of the file"
 
 

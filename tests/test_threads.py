@@ -112,3 +112,113 @@ def test_one_thread_per_dataloader_worker_unless_chosen(many: Path) -> None:
                             capture_output=True, text=True, check=True)
     assert default.stdout.strip() in ("[1]", "[tensor(1)]")
     assert chosen.stdout.strip() in ("[3]", "[tensor(3)]")
+
+
+SPEC = {"id": rk.FixedLenFeature([], "int64"), "name": rk.FixedLenFeature([], "string"),
+        "tags": rk.VarLenFeature("int64")}
+
+
+def _batches(source: object, count: int, batch_size: int) -> list[dict[str, np.ndarray]]:
+    rk.set_num_threads(count)
+    return list(rk.read_examples(source, SPEC, batch_size=batch_size))
+
+
+@pytest.mark.parametrize("source", ["mapped", "gzip", "file object"])
+def test_reading_ahead_gives_the_same_batches(many: Path, tmp_path: Path, source: str) -> None:
+    # Batches of 1500 and 5000 records: with more than one thread a worker parses the
+    # next batch (and, for a mapped file, frames the one after) while this one is taken.
+    if source == "gzip":
+        path = tmp_path / "many.tfrecord.gz"
+        with rk.TFRecordWriter(path, compression="gzip") as writer:
+            writer.write_many(rk.TFRecordReader(many))
+    else:
+        path = many
+    for batch_size in (1500, 5000):
+        runs = []
+        for count in COUNTS:
+            if source == "file object":
+                with open(path, "rb") as handle:
+                    runs.append(_batches(handle, count, batch_size))
+            else:
+                runs.append(_batches(path, count, batch_size))
+        assert [len(b["id"]) for b in runs[0]] == [batch_size] * (100_000 // batch_size) + (
+            [100_000 % batch_size] if 100_000 % batch_size else [])
+        assert np.concatenate([b["id"] for b in runs[0]]).tolist() == list(range(100_000))
+        for run in runs[1:]:
+            assert len(run) == len(runs[0])
+            for batch, first in zip(run, runs[0]):
+                for key in ("id", "name"):
+                    np.testing.assert_array_equal(batch[key], first[key])
+                np.testing.assert_array_equal(batch["tags"].values, first["tags"].values)
+                np.testing.assert_array_equal(batch["tags"].indices, first["tags"].indices)
+
+
+def test_damage_ahead_is_raised_after_every_record_before_it(many: Path, tmp_path: Path) -> None:
+    from conftest import damage_record
+
+    path = tmp_path / "damaged.tfrecord"
+    path.write_bytes(many.read_bytes())
+    offset = damage_record(path, 23_456)
+    for count in COUNTS:
+        rk.set_num_threads(count)
+        ids: list[int] = []
+        with pytest.raises(rk.DataLossError) as error:
+            for batch in rk.read_examples(path, SPEC, batch_size=2000):
+                ids.extend(batch["id"].tolist())
+        assert ids == list(range(23_456)), count  # every intact record first, none after
+        assert error.value.offset == offset and error.value.kind == "corrupt_data"
+        # read_table's ranges read the damaged file from a record in its middle too.
+        with pytest.raises(rk.DataLossError, match="record 23456 "):
+            rk.read_table(path, SPEC)
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
+def test_a_batch_reader_left_early_stops_its_worker(many: Path) -> None:
+    rk.set_num_threads(2)
+    before = _threads()
+    for _ in range(5):
+        batches = rk.read_examples(many, SPEC, batch_size=1000)
+        next(batches)
+        batches.close()  # what a `break` out of a for loop does
+    reader = rk.read_batches(many, SPEC, batch_size=1000)
+    reader.read_next_batch()
+    reader.close()
+    del reader  # pyarrow's close() keeps the batch generator until the reader goes
+    assert _threads() <= before
+
+
+_TRUNCATE_AHEAD = """
+import sys
+import numpy as np
+import recordkit as rk
+rk.set_num_threads(2)
+path, cut = sys.argv[1], int(sys.argv[2])
+ids = []
+try:
+    for i, batch in enumerate(rk.read_examples(path, {"id": rk.FixedLenFeature([], "int64")}, batch_size=4096)):
+        if i == 0:
+            with open(path, "r+b") as f:
+                f.truncate(cut)
+        ids.extend(batch["id"].tolist())
+except rk.DataLossError as e:
+    assert ids == list(range(len(ids))), "a record delivered was wrong: zeros from the lost pages?"
+    print("DataLossError", e.kind, len(ids))
+else:
+    print("no error", len(ids))
+"""
+
+
+def test_a_file_truncated_while_read_ahead_is_data_loss(tmp_path: Path) -> None:
+    path = tmp_path / "shrinking.tfrecord"
+    n = 400_000
+    rk.write_examples(path, {"id": np.arange(n), "pad": np.full(n, b"x" * 40, dtype=object)})
+    out = subprocess.run([sys.executable, "-c", _TRUNCATE_AHEAD, str(path), str(path.stat().st_size // 3)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    kind, read = out.stdout.split()[1:]
+    assert out.stdout.startswith("DataLossError"), out.stdout
+    assert kind in ("truncated_while_reading", "truncated_record") and int(read) < n

@@ -11,7 +11,7 @@ import functools
 import os
 import sys
 import warnings
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +22,8 @@ from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
 from recordkit._shardsets import shard_names
 from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing
 
-__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches", "scanned_batches", "per_file_limit"]
+__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches", "scanned_batches", "scanner_batches",
+           "per_file_limit"]
 
 
 def expand_sources(sources: Source | Sequence[Source]) -> list[Source]:
@@ -90,33 +91,39 @@ def example_column_batches(
     verify: bool = True,
     limit: int | None = None,
     flat_bytes: bool = False,
+    format: str = "tfrecord",
 ) -> Iterator[tuple[int, list[Any]]]:
-    """``(records, [(values, counts, uniform)] per request)`` batches of Examples, framed,
-    checked and parsed in one Rust call each (counts are -1 where a record lacks the
-    feature). Batches do not span files. With ``limit``, at most that many records,
-    taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``, byte
-    strings come as ``(offsets, data)`` arrays instead of object arrays."""
-    for _, count, columns in scanned_batches(
-        paths, lambda scanner, n: scanner.next_example_batch(n, requests, flat_bytes), batch_size,
-        compression=compression, verify=verify, limit=limit,
-    ):
+    """``(records, [(values, counts, uniform)] per request)`` batches of Examples (of
+    OFRecords with ``format="ofrecord"``), framed, checked and parsed in Rust, the next
+    batch on other threads while the caller takes this one (counts are -1 where a record
+    lacks the feature). Batches do not span files. With ``limit``, at most that many
+    records, taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``,
+    byte strings come as ``(offsets, data)`` arrays instead of object arrays."""
+    schema = "oneflow" if format == "ofrecord" else "tensorflow"
+
+    def batches(scanner: Any, want: int | None) -> Any:
+        return _native.ExampleBatches(scanner, requests, batch_size=batch_size, limit=want,
+                                      flat_bytes=flat_bytes, schema=schema)
+
+    for _, count, columns in scanned_batches(paths, batches, format=format, compression=compression,
+                                             verify=verify, limit=limit):
         yield count, columns
 
 
 def scanned_batches(
     paths: Sequence[Source],
-    next_batch: Callable[[Any, int], tuple[int, Any]],
-    batch_size: int,
+    batches: Callable[[Any, int | None], Iterable[tuple[int, Any]]],
     *,
     format: str = "tfrecord",
     compression: str | None = "auto",
     verify: bool = True,
     limit: int | None = None,
 ) -> Iterator[tuple[str, int, Any]]:
-    """``(file name, records, parsed)`` for each batch ``next_batch(scanner, n)`` frames and
-    parses from a ``RecordScanner`` over each file in turn (``(0, ...)`` at a file's end).
-    Batches do not span files. With ``limit``, at most that many records, taken from
-    every file in turn (:func:`per_file_limit`)."""
+    """``(file name, records, parsed)`` for each batch of ``batches(scanner, at_most)``,
+    an iterable over a ``RecordScanner`` of each file in turn (``at_most`` is None for
+    every record; an iterable with ``close`` is closed after). Batches do not span
+    files. With ``limit``, at most that many records, taken from every file in turn
+    (:func:`per_file_limit`)."""
     taken = 0
     for path in paths:
         want = None if limit is None else min(per_file_limit(limit, len(paths)), limit - taken)
@@ -128,19 +135,28 @@ def scanned_batches(
                 opened.handle, name=opened.name, format=format, compression=_reader_compression(compression),
                 verify=verify,
             )
+            parsed_batches = batches(scanner, want)
             try:
-                read = 0
-                while want is None or read < want:
-                    count, parsed = next_batch(scanner, batch_size if want is None else min(batch_size, want - read))
-                    if not count:
-                        break
-                    read += count
+                for count, parsed in parsed_batches:
+                    taken += count
                     yield opened.name, count, parsed
-                taken += read
             finally:
+                getattr(parsed_batches, "close", lambda: None)()
                 scanner.close()
         finally:
             opened.close()
+
+
+def scanner_batches(scanner: Any, want: int | None, batch_size: int) -> Iterator[tuple[int, list[bytes]]]:
+    """``(records, [bytes, ...])`` batches of up to ``batch_size`` raw records from
+    ``scanner``, at most ``want`` in all (every record with None)."""
+    read = 0
+    while want is None or read < want:
+        batch = scanner.next_batch(batch_size if want is None else min(batch_size, want - read), 16 << 20)
+        if not batch:
+            return
+        read += len(batch)
+        yield len(batch), batch
 
 
 # --- writing -----------------------------------------------------------------------------

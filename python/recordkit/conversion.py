@@ -28,7 +28,7 @@ import numpy as np
 from recordkit import _native
 from recordkit._sources import AtomicTarget, PathLike, fsync_path, remove_files_of_dead_processes, require
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
-from recordkit.columnar import Column, _normalize, _write, scanned_batches, narrow_to_float32, ColumnValueError
+from recordkit.columnar import Column, _normalize, _write, example_column_batches, narrow_to_float32, ColumnValueError
 from recordkit.dataset import list_files, record_format
 from recordkit.images import image_shape
 from recordkit.records import (
@@ -258,11 +258,8 @@ class _RecordSource(_Source):
         """Chunks framed, checked and parsed into columns by Rust, one call per chunk;
         byte strings stay in Arrow's layout (``"bytes_offsets"``)."""
         requests = [(name, _REQUEST_DTYPES[info.kind]) for name, info in self.columns.items()]
-        schema = "oneflow" if self.format == "ofrecord" else "tensorflow"
-        for _, rows, parsed in scanned_batches(
-            self.files, lambda scanner, n: scanner.next_example_batch(n, requests, True, schema), _CHUNK_ROWS,
-            format=self.format, compression=self.compression,
-        ):
+        for rows, parsed in example_column_batches(self.files, requests, _CHUNK_ROWS, compression=self.compression,
+                                                   flat_bytes=True, format=self.format):
             columns = {}
             for (name, info), (values, counts, _) in zip(self.columns.items(), parsed):
                 present = counts >= 0

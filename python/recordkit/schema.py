@@ -8,6 +8,7 @@ how many values it holds, inferred from the records themselves.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Literal, Sequence
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from recordkit import _native, train
 from recordkit._sources import PathLike
-from recordkit.columnar import per_file_limit, scanned_batches
+from recordkit.columnar import per_file_limit, scanned_batches, scanner_batches
 from recordkit.dataset import RecordFormat, list_files, record_format
 from recordkit.features import FeatureSpec, FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
 
@@ -239,18 +240,14 @@ def record_batches(
     files = list_files(source)
     formats = [record_format(p) if format == "auto" else format for p in files]
 
-    def next_batch(scanner: Any, n: int) -> tuple[int, list[bytes]]:
-        batch = scanner.next_batch(n, 16 << 20)
-        return len(batch), batch
-
     per_file = None if limit is None else per_file_limit(limit, len(files))
     taken = 0
     for path, fmt in zip(files, formats):
         want = None if limit is None else min(per_file, limit - taken)  # type: ignore[type-var]
         if want is not None and want <= 0:
             return
-        for _, count, batch in scanned_batches([path], next_batch, batch_size, format=fmt,
-                                               compression=compression, limit=want):
+        batches = functools.partial(scanner_batches, batch_size=batch_size)
+        for _, count, batch in scanned_batches([path], batches, format=fmt, compression=compression, limit=want):
             taken += count
             yield path, fmt, batch
 

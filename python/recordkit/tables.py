@@ -600,29 +600,33 @@ class TableScan:
                 scanner = _native.RecordScanner(opened.handle, name=opened.name, format=self.format,
                                                 compression=_reader_compression(self.compression), verify=self.verify,
                                                 skip_damaged=skip)
+                limit = None if piece.stop is None else piece.stop - piece.start
                 try:
                     if piece.start:
                         scanner.seek(piece.seek, piece.start)
+                    if plan.container == "sequence_example":
+                        parsed_batches: Any = _sequence_batches(scanner, requests, list_requests, self.batch_size, limit)
+                    else:
+                        parsed_batches = _native.ExampleBatches(scanner, requests, batch_size=self.batch_size,
+                                                                limit=limit, flat_bytes=True, schema=message)
                     index = piece.start
-                    while piece.stop is None or index < piece.stop:
-                        want = self.batch_size if piece.stop is None else min(self.batch_size, piece.stop - index)
-                        if plan.container == "sequence_example":
-                            count, parsed = scanner.next_sequence_batch(want, requests, list_requests, True)
-                        else:
-                            count, parsed = scanner.next_example_batch(want, requests, True, message)
+                    try:
+                        for count, parsed in parsed_batches:
+                            if skip:
+                                _warn_skipped(opened.name, parsed_batches.take_skipped())
+                            try:
+                                yield _record_batch(plan, self.schema, count, parsed, index, strings)
+                            except ParseError as e:
+                                raise ParseError(f"{opened.name}: {e}", key=e.key, index=e.index) from None
+                            index += count
                         if skip:
-                            _warn_skipped(opened.name, scanner.take_skipped())
-                        if not count:
-                            if piece.stop is not None:
-                                raise RecordkitError(
-                                    f"{opened.name} ends at record {index}, before the {piece.stop} counted when "
-                                    "the read was planned: was it rewritten while being read?")
-                            break
-                        try:
-                            yield _record_batch(plan, self.schema, count, parsed, index, strings)
-                        except ParseError as e:
-                            raise ParseError(f"{opened.name}: {e}", key=e.key, index=e.index) from None
-                        index += count
+                            _warn_skipped(opened.name, parsed_batches.take_skipped())
+                    finally:
+                        parsed_batches.close()
+                    if piece.stop is not None and index < piece.stop:
+                        raise RecordkitError(
+                            f"{opened.name} ends at record {index}, before the {piece.stop} counted when "
+                            "the read was planned: was it rewritten while being read?")
                 finally:
                     scanner.close()
             finally:
@@ -633,6 +637,34 @@ class TableScan:
         import pyarrow as pa
 
         return pa.RecordBatchReader.from_batches(self.schema, self.batches(ranges))
+
+
+class _sequence_batches:
+    """``(records, (context columns, feature-list columns))`` batches of SequenceExamples
+    from ``scanner``, at most ``limit`` records in all: ``ExampleBatches``' interface."""
+
+    def __init__(self, scanner: Any, context: list[tuple[str, str]], lists: list[tuple[str, str]],
+                 batch_size: int, limit: int | None) -> None:
+        self.scanner, self.context, self.lists, self.batch_size, self.left = scanner, context, lists, batch_size, limit
+
+    def __iter__(self) -> "_sequence_batches":
+        return self
+
+    def __next__(self) -> tuple[int, Any]:
+        want = self.batch_size if self.left is None else min(self.batch_size, self.left)
+        count, parsed = (0, None) if want <= 0 else self.scanner.next_sequence_batch(want, self.context, self.lists,
+                                                                                     True)
+        if not count:
+            raise StopIteration
+        if self.left is not None:
+            self.left -= count
+        return count, parsed
+
+    def take_skipped(self) -> list[tuple[int, int, str, str, int]]:
+        return self.scanner.take_skipped()
+
+    def close(self) -> None:
+        self.scanner.close()
 
 
 def _warn_skipped(name: str, skipped: list[tuple[int, int, str, str, int]]) -> None:

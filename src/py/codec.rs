@@ -8,8 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{
-    parse_examples_parallel, parse_sequence_examples, Buffer, Column, DType, Request,
-    SequenceColumn,
+    owned_columns, parse_examples_parallel, parse_sequence_examples, Buffer, Column, DType,
+    FlatBytes, OwnedColumn, Request, SequenceColumn,
 };
 use crate::error::Error;
 use crate::example::{
@@ -80,9 +80,12 @@ fn malformed(m: Malformed) -> PyErr {
 /// `bytes` object, found in a small direct-mapped cache: an allocation and a
 /// later free are several times the cost of the lookup, and `bytes` are
 /// immutable, so sharing is invisible but for `is`.
-fn bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Bound<'py, PyAny> {
+fn bytes_array<'py, 'a>(
+    py: Python<'py>,
+    values: impl Iterator<Item = &'a [u8]>,
+) -> Bound<'py, PyAny> {
     let mut recent = RecentShortBytes::new();
-    let objects: Vec<Py<PyAny>> = values.iter().map(|b| recent.get(py, b)).collect();
+    let objects: Vec<Py<PyAny>> = values.map(|b| recent.get(py, b)).collect();
     PyArray1::from_vec(py, objects).into_any()
 }
 
@@ -128,7 +131,7 @@ fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
     match buffer {
         Buffer::Int64(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Float32(v) => v.into_pyarray(py).into_any().unbind(),
-        Buffer::Bytes(v) => bytes_array(py, &v).unbind(),
+        Buffer::Bytes(v) => bytes_array(py, v.iter().copied()).unbind(),
         Buffer::Float64(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Int32(v) => v.into_pyarray(py).into_any().unbind(),
     }
@@ -137,26 +140,10 @@ fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
 /// A parsed column as Python gets it: `(values, counts, uniform)`.
 pub type PyColumn = (Py<PyAny>, Py<PyAny>, i64);
 
-/// Byte strings as Arrow lays them out: one data buffer and `n + 1` offsets
-/// into it, made without one Python object per value.
-struct FlatBytes {
-    offsets: Vec<i64>,
-    data: Vec<u8>,
-}
-
-impl FlatBytes {
-    fn new(values: &[&[u8]]) -> Self {
-        let mut offsets = Vec::with_capacity(values.len() + 1);
-        let mut end = 0;
-        offsets.push(end);
-        for v in values {
-            end += v.len() as i64;
-            offsets.push(end);
-        }
-        let mut data = crate::threads::zeroed(end as usize);
-        crate::threads::copy_end_to_end(values, &mut data);
-        FlatBytes { offsets, data }
-    }
+/// An object array of `bytes`, one per value of `flat`.
+fn flat_objects<'py>(py: Python<'py>, flat: &FlatBytes) -> Bound<'py, PyAny> {
+    let values = flat.offsets.windows(2);
+    bytes_array(py, values.map(|w| &flat.data[w[0] as usize..w[1] as usize]))
 }
 
 /// Byte-string buffers flattened into Arrow's layout (None for numbers),
@@ -188,6 +175,26 @@ fn values_out(py: Python<'_>, values: Buffer<'_>, flat: Option<FlatBytes>) -> Py
     }
 }
 
+/// Owned columns for Python, byte strings as `(offsets, data)` arrays when
+/// `flat`, else as object arrays of `bytes`.
+pub fn owned_columns_out(py: Python<'_>, columns: Vec<OwnedColumn>, flat: bool) -> Vec<PyColumn> {
+    columns
+        .into_iter()
+        .map(|c| {
+            let uniform = uniform_count(&c.counts);
+            let values = match c.flat {
+                Some(bytes) if !flat => flat_objects(py, &bytes).unbind(),
+                bytes => values_out(py, c.numbers, bytes),
+            };
+            (
+                values,
+                c.counts.into_pyarray(py).into_any().unbind(),
+                uniform,
+            )
+        })
+        .collect()
+}
+
 /// Columns for Python, with byte strings flattened (`flat`) into
 /// `(offsets, data)` NumPy arrays with the GIL released, or else as object
 /// arrays of `bytes`.
@@ -195,19 +202,8 @@ pub fn columns_out(py: Python<'_>, columns: Vec<Column<'_>>, flat: bool) -> Vec<
     if !flat {
         return columns_to_py(py, columns);
     }
-    let flattened = flatten_all(py, columns.iter().map(|c| &c.values));
-    columns
-        .into_iter()
-        .zip(flattened)
-        .map(|(c, flat)| {
-            let uniform = uniform_count(&c.counts);
-            (
-                values_out(py, c.values, flat),
-                c.counts.into_pyarray(py).into_any().unbind(),
-                uniform,
-            )
-        })
-        .collect()
+    let owned = py.detach(|| owned_columns(columns));
+    owned_columns_out(py, owned, true)
 }
 
 /// Feature-list columns for Python: `(values, step_counts, steps)`, byte
@@ -292,10 +288,14 @@ pub fn parse_example_columns(
         let slices: Vec<&[u8]> = payloads.iter().map(|p| &**p).collect();
         let requests = self::requests(requests)?;
         let schema = self::schema(schema)?;
-        let columns = py
-            .detach(|| parse_examples_parallel(&slices, &requests, schema))
-            .map_err(Error::from)?;
-        Ok(columns_out(py, columns, flat_bytes))
+        if flat_bytes {
+            let columns =
+                py.detach(|| parse_examples_parallel(&slices, &requests, schema, owned_columns));
+            Ok(owned_columns_out(py, columns.map_err(Error::from)?, true))
+        } else {
+            let columns = py.detach(|| parse_examples_parallel(&slices, &requests, schema, |c| c));
+            Ok(columns_to_py(py, columns.map_err(Error::from)?))
+        }
     })
 }
 

@@ -1,6 +1,7 @@
 //! PyO3 glue: argument conversion, GIL release and error mapping. Only this
 //! module and `lib.rs` touch pyo3.
 
+pub mod batches;
 pub mod codec;
 pub mod errors;
 pub mod files;

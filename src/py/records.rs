@@ -11,14 +11,15 @@ use pyo3::types::{PyBytes, PyList, PyString};
 
 use numpy::{IntoPyArray, PyReadonlyArray1};
 
-use crate::columns::{parse_examples_parallel, parse_sequence_examples};
+use crate::columns::parse_sequence_examples;
 use crate::compression::{Compression, Encoder, Inflater};
 use crate::error::{Error, Result};
 use crate::example::{
     map_key_order, put_row, EntryLayout, ScalarRowPlan, ScalarValues, Schema, Values, ROW_SLACK,
 };
 use crate::framing::{
-    header_len, seal_frame, seal_frame_at, write_ofrecord, write_tfrecord, Format, Scanner, Span,
+    header_len, seal_frame, seal_frame_at, write_ofrecord, write_tfrecord, Format, Scanner,
+    Skipped, Span,
 };
 use crate::py::codec::{columns_out, requests, sequence_columns_out, ColumnSource, Held, PyColumn};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
@@ -128,9 +129,25 @@ fn open_pyfile(
 
 /// A skipped damaged region as Python sees it:
 /// `(offset, bytes_skipped, kind, detail, record_index)`.
-type SkippedRegion = (u64, u64, &'static str, String, u64);
+pub type SkippedRegion = (u64, u64, &'static str, String, u64);
+
+/// Skipped regions as Python sees them.
+pub fn skipped_regions(skipped: Vec<Skipped>) -> Vec<SkippedRegion> {
+    skipped
+        .into_iter()
+        .map(|s| (s.offset, s.bytes, s.kind.name(), s.detail, s.record_index))
+        .collect()
+}
 
 impl PyRecordScanner {
+    /// Takes the scanner out, leaving this object closed: whether its source
+    /// is a Python file object comes with it.
+    pub fn take(&self, py: Python<'_>) -> PyResult<(Scanner, bool)> {
+        let scanner = lock_shared(py, &self.state).scanner.take();
+        let scanner = scanner.ok_or_else(|| Error::Closed("the reader is closed".into()))?;
+        Ok((scanner, self.python_source))
+    }
+
     /// Frames the next batch with the GIL released, then hands the scanner
     /// and the batch's spans to `out` (the span buffer is reused across calls).
     fn framed<T>(
@@ -176,6 +193,8 @@ impl PyRecordScanner {
 pub struct PyRecordScanner {
     state: Mutex<ScanState>,
     compression: Compression,
+    /// Read through a Python file object, which needs the GIL.
+    python_source: bool,
 }
 
 struct ScanState {
@@ -208,7 +227,8 @@ impl PyRecordScanner {
         crate::py::errors::guard(|| {
             let format = Format::parse(format)?;
             let requested = Compression::parse(compression)?;
-            let (win, compression) = if source.is_instance_of::<PyString>() {
+            let python_source = !source.is_instance_of::<PyString>();
+            let (win, compression) = if !python_source {
                 let path: String = source.extract()?;
                 py.detach(|| open_path(&path, requested, format))?
             } else {
@@ -223,6 +243,7 @@ impl PyRecordScanner {
                     spans: Vec::new(),
                 }),
                 compression,
+                python_source,
             })
         })
     }
@@ -246,33 +267,6 @@ impl PyRecordScanner {
                 // Copied out: if the file shrank meanwhile, the copies are not to be trusted.
                 scanner.check_source()?;
                 Ok(list)
-            })
-        })
-    }
-
-    /// Frames up to `max_records` records and parses them as Examples (or, with
-    /// `schema="oneflow"`, OFRecords) in the same call: `(records framed,
-    /// [(values, counts)] per request)`; with `flat_bytes`, byte strings come
-    /// as `(offsets, data)` arrays (Arrow's layout).
-    #[allow(clippy::type_complexity)]
-    #[pyo3(signature = (max_records, requests, flat_bytes = false, schema = "tensorflow"))]
-    fn next_example_batch(
-        &self,
-        py: Python<'_>,
-        max_records: usize,
-        requests: Vec<(String, String)>,
-        flat_bytes: bool,
-        schema: &str,
-    ) -> PyResult<(usize, Vec<PyColumn>)> {
-        crate::py::errors::guard(|| {
-            let requests = self::requests(requests)?;
-            let schema = crate::py::codec::schema(schema)?;
-            self.parsed_batch(py, max_records, |records, first| {
-                // Errors name the record's index in the file, not in the batch.
-                let columns = py
-                    .detach(|| parse_examples_parallel(records, &requests, schema))
-                    .map_err(|failure| Error::Parse(failure.shifted(first)))?;
-                Ok(columns_out(py, columns, flat_bytes))
             })
         })
     }
@@ -352,12 +346,9 @@ impl PyRecordScanner {
     /// Damaged regions skipped since the last call.
     fn take_skipped(&self, py: Python<'_>) -> PyResult<Vec<SkippedRegion>> {
         crate::py::errors::guard(|| {
-            Ok(lock_shared(py, &self.state)
-                .scanner()?
-                .take_skipped()
-                .into_iter()
-                .map(|s| (s.offset, s.bytes, s.kind.name(), s.detail, s.record_index))
-                .collect())
+            Ok(skipped_regions(
+                lock_shared(py, &self.state).scanner()?.take_skipped(),
+            ))
         })
     }
 
