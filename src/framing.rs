@@ -122,6 +122,80 @@ pub struct Span {
     pub len: usize,
 }
 
+/// Payload bytes per thread below which checking CRCs side by side costs
+/// more (a thread started) than it saves.
+const CRC_BYTES_PER_THREAD: usize = 256 << 10;
+
+/// Payloads from this size have their CRCs checked after framing, on every
+/// core (see `Scanner::check_deferred`): there the CRC is most of framing's
+/// cost. Shorter ones are checked while framing, where their bytes are in
+/// cache already, and framing a batch of many small records runs beside the
+/// parsing of the one before (`ExampleBatches`).
+const DEFERRED_CRC_FROM: usize = 16 << 10;
+
+/// Whether the TFRecord frame around `span` in `all` holds the CRC of its payload.
+fn intact(all: &[u8], span: Span) -> bool {
+    let (start, end) = (span.pos as usize, span.pos as usize + span.len);
+    let stored = u32::from_le_bytes(all[end..end + 4].try_into().unwrap());
+    unmask(stored) == crate::crc::crc32c(&all[start..end])
+}
+
+/// Whether the payload of `span` was framed without its CRC checked, and
+/// fails it.
+fn corrupt(all: &[u8], span: Span) -> bool {
+    span.len >= DEFERRED_CRC_FROM && !intact(all, span)
+}
+
+/// The index of the first of `spans` whose payload fails its deferred CRC,
+/// checked on every core: each thread takes a run of spans of about equal bytes.
+fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
+    let deferred = spans
+        .iter()
+        .map(|s| s.len)
+        .filter(|&n| n >= DEFERRED_CRC_FROM);
+    let total: usize = deferred.sum();
+    if total == 0 {
+        return None;
+    }
+    let threads = crate::threads::available().min(total / CRC_BYTES_PER_THREAD);
+    if threads <= 1 {
+        return spans.iter().position(|&s| corrupt(all, s));
+    }
+    let share = total.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut runs = Vec::new();
+        let (mut first, mut bytes) = (0, 0);
+        for (i, span) in spans.iter().enumerate() {
+            bytes += span.len;
+            if bytes >= share || i + 1 == spans.len() {
+                runs.push((first, &spans[first..=i]));
+                (first, bytes) = (i + 1, 0);
+            }
+        }
+        let last = runs.pop().expect("at least one span");
+        let checks: Vec<_> = runs
+            .into_iter()
+            .map(|(at, run)| {
+                scope.spawn(move || run.iter().position(|&s| !intact(all, s)).map(|k| at + k))
+            })
+            .collect();
+        let mine = last
+            .1
+            .iter()
+            .position(|&s| !intact(all, s))
+            .map(|k| last.0 + k);
+        checks
+            .into_iter()
+            .map(|c| {
+                c.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .chain([mine])
+            .flatten()
+            .min()
+    })
+}
+
 /// A damaged region that was skipped (only when skipping was asked for).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skipped {
@@ -327,9 +401,16 @@ impl Scanner {
             }
             None => self.win.release(self.pos),
         }
+        // Large payloads of a mapped file have their CRCs checked after
+        // framing, on every core (see `DEFERRED_CRC_FROM`).
+        let may_defer = self.verify
+            && self.format == Format::TfRecord
+            && !self.skip_damaged
+            && self.win.whole().is_some()
+            && crate::threads::available() > 1;
         let mut bytes = 0usize;
         while out.len() < max_records && bytes < max_bytes && matches!(self.state, State::Active) {
-            if let Some(span) = self.intact_mapped_frame() {
+            if let Some(span) = self.intact_mapped_frame(may_defer) {
                 bytes += span.len;
                 out.push(span);
                 continue;
@@ -371,6 +452,43 @@ impl Scanner {
                     self.state = State::Failed(Box::new(err));
                 }
             }
+        }
+        if may_defer {
+            self.check_deferred(out)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the payload CRCs left for after framing. From the
+    /// first record that fails, the batch is framed again, checking: the
+    /// damage ends it as if found while framing, after the records before it.
+    fn check_deferred(&mut self, out: &mut Vec<Span>) -> Result<()> {
+        let all = self.win.whole().expect("deferred only for mapped files");
+        let Some(bad) = first_corrupt(all, out) else {
+            return Ok(());
+        };
+        self.records -= (out.len() - bad) as u64;
+        self.pos = out[bad].pos - self.format.header_len();
+        self.state = State::Active;
+        out.truncate(bad);
+        match self.frame()? {
+            Frame::Damage {
+                kind,
+                offset,
+                detail,
+                ..
+            } => {
+                let err = self.data_loss(kind, offset, detail);
+                if out.is_empty() {
+                    self.state = State::Done;
+                    return Err(err.into());
+                }
+                self.state = State::Failed(Box::new(err));
+            }
+            // Rewritten in place since it was framed (mapped files promise
+            // nothing then); what it holds now is intact.
+            Frame::Record(span) => out.push(span),
+            Frame::End => self.state = State::Done,
         }
         Ok(())
     }
@@ -434,7 +552,7 @@ impl Scanner {
     /// [`Self::frame`], which reads any source and reports any damage. For
     /// small records the general path's window calls cost as much as the rest.
     #[inline]
-    fn intact_mapped_frame(&mut self) -> Option<Span> {
+    fn intact_mapped_frame(&mut self, may_defer: bool) -> Option<Span> {
         let all = self.win.whole()?;
         let header_len = self.format.header_len() as usize;
         let start = usize::try_from(self.pos).ok()?;
@@ -459,7 +577,8 @@ impl Scanner {
         if self.skip_damaged && length > DIRECT_CRC_MAX {
             return None; // checked from prefix CRCs by `frame_at`
         }
-        if self.verify && self.format == Format::TfRecord {
+        let deferred = may_defer && length as usize >= DEFERRED_CRC_FROM;
+        if !deferred && self.verify && self.format == Format::TfRecord {
             let stored = u32::from_le_bytes(all[data_end..frame_end].try_into().unwrap());
             if unmask(stored) != crate::crc::crc32c(&all[data_start..data_end]) {
                 return None;
@@ -951,6 +1070,51 @@ mod tests {
             (d.kind, d.offset),
             (DamageKind::PartialHeader, second as u64)
         );
+    }
+
+    #[test]
+    fn mapped_files_checked_after_framing_fail_as_streams_do() {
+        // A mapped file's payload CRCs are checked after each batch is framed (on
+        // every core); a stream's while framing. Records and damage must agree.
+        // Records 0 and 399 are short: checked while framing, between deferred ones.
+        let records: Vec<Vec<u8>> = (0..400u32)
+            .map(|i| {
+                let len = if i % 399 == 0 { 300 } else { 20_000 };
+                (0..len).map(|j| (i * 7 + j) as u8).collect()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
+        let clean = frames(&refs);
+        let path = std::env::temp_dir().join(format!("recordkit-deferred-{}", std::process::id()));
+        for bad in [0usize, 1, 250, 398, 399] {
+            let mut bytes = clean.clone();
+            let at: usize = records[..bad].iter().map(|r| r.len() + 16).sum();
+            bytes[at + 12 + 100] ^= 1;
+            std::fs::write(&path, &bytes).unwrap();
+            let win =
+                crate::window::MappedWindow::new(std::fs::File::open(&path).unwrap()).unwrap();
+            let mut mapped =
+                Scanner::new(Box::new(win), Format::TfRecord, true, false, "test".into()).unwrap();
+            let mut batches = (Vec::new(), Vec::new());
+            let mut spans = Vec::new();
+            let error = loop {
+                match mapped.next_batch(300, usize::MAX, &mut spans) {
+                    Ok(()) if spans.is_empty() => break None,
+                    Ok(()) => {
+                        batches.0.push(spans.len());
+                        batches
+                            .1
+                            .extend(spans.iter().map(|&sp| mapped.payload(sp).to_vec()));
+                    }
+                    Err(e) => break Some(e),
+                }
+            };
+            let (expected, expected_error) = read_all(&mut scanner(bytes, false));
+            assert_eq!(batches.1, expected, "record {bad}");
+            assert_eq!(batches.0.iter().sum::<usize>(), bad);
+            assert_eq!(loss(error), loss(expected_error), "record {bad}");
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
