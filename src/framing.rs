@@ -122,10 +122,6 @@ pub struct Span {
     pub len: usize,
 }
 
-/// Payload bytes per thread below which checking CRCs side by side costs
-/// more (a thread started) than it saves.
-const CRC_BYTES_PER_THREAD: usize = 256 << 10;
-
 /// Payloads from this size have their CRCs checked after framing, on every
 /// core (see `Scanner::check_deferred`): there the CRC is most of framing's
 /// cost. Shorter ones are checked while framing, where their bytes are in
@@ -157,7 +153,7 @@ fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
     if total == 0 {
         return None;
     }
-    let threads = crate::threads::available().min(total / CRC_BYTES_PER_THREAD);
+    let threads = crate::threads::available().min(total / crate::threads::BYTES_PER_THREAD);
     if threads <= 1 {
         return spans.iter().position(|&s| corrupt(all, s));
     }
@@ -1076,10 +1072,11 @@ mod tests {
     fn mapped_files_checked_after_framing_fail_as_streams_do() {
         // A mapped file's payload CRCs are checked after each batch is framed (on
         // every core); a stream's while framing. Records and damage must agree.
-        // Records 0 and 399 are short: checked while framing, between deferred ones.
+        // Records 0 and 399 are short: checked while framing, between deferred ones;
+        // batches of 300 hold 12 MB, checked on two threads where there are two.
         let records: Vec<Vec<u8>> = (0..400u32)
             .map(|i| {
-                let len = if i % 399 == 0 { 300 } else { 20_000 };
+                let len = if i % 399 == 0 { 300 } else { 40_000 };
                 (0..len).map(|j| (i * 7 + j) as u8).collect()
             })
             .collect();

@@ -17,13 +17,20 @@ fn from_environment() -> Option<usize> {
     })
 }
 
+/// The cores the process may run on, as first asked. Asked once: on Linux
+/// the standard library reads the affinity mask and cgroup files each time
+/// (measured: 250 batches of 150 KB records took 0.18 s instead of 0.14 s).
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// The threads a loop over records may use: the count `set` chose, else
 /// `RECORDKIT_NUM_THREADS`, else every core the process may run on. With 1,
 /// every loop runs on the calling thread.
 pub fn available() -> usize {
     match CHOSEN.load(Ordering::Relaxed) {
-        0 => from_environment()
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        0 => from_environment().unwrap_or_else(cores),
         n => n,
     }
 }
@@ -38,8 +45,10 @@ pub fn chosen() -> bool {
     CHOSEN.load(Ordering::Relaxed) != 0 || from_environment().is_some()
 }
 
-/// Bytes per thread below which a copy is not worth splitting.
-const BYTES_PER_THREAD: usize = 4 << 20;
+/// Bytes per thread below which a pass over them (a copy, CRC checks) is not
+/// worth splitting: starting a thread costs tens of microseconds, more on a
+/// VM whose idle vCPU must be woken.
+pub const BYTES_PER_THREAD: usize = 4 << 20;
 
 /// Copies `values` end to end into `data`, which is exactly their total
 /// length; large copies run on several threads, each over a run of whole

@@ -22,8 +22,8 @@ from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
 from recordkit._shardsets import shard_names
 from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing
 
-__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches", "scanned_batches", "scanner_batches",
-           "per_file_limit"]
+__all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches",
+           "scanned_batches", "scanner_batches", "per_file_limit"]
 
 
 def expand_sources(sources: Source | Sequence[Source]) -> list[Source]:

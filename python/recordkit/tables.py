@@ -605,7 +605,7 @@ class TableScan:
                     if piece.start:
                         scanner.seek(piece.seek, piece.start)
                     if plan.container == "sequence_example":
-                        parsed_batches: Any = _sequence_batches(scanner, requests, list_requests, self.batch_size, limit)
+                        parsed_batches: Any = _SequenceBatches(scanner, requests, list_requests, self.batch_size, limit)
                     else:
                         parsed_batches = _native.ExampleBatches(scanner, requests, batch_size=self.batch_size,
                                                                 limit=limit, flat_bytes=True, schema=message)
@@ -639,7 +639,7 @@ class TableScan:
         return pa.RecordBatchReader.from_batches(self.schema, self.batches(ranges))
 
 
-class _sequence_batches:
+class _SequenceBatches:
     """``(records, (context columns, feature-list columns))`` batches of SequenceExamples
     from ``scanner``, at most ``limit`` records in all: ``ExampleBatches``' interface."""
 
@@ -647,7 +647,7 @@ class _sequence_batches:
                  batch_size: int, limit: int | None) -> None:
         self.scanner, self.context, self.lists, self.batch_size, self.left = scanner, context, lists, batch_size, limit
 
-    def __iter__(self) -> "_sequence_batches":
+    def __iter__(self) -> "_SequenceBatches":
         return self
 
     def __next__(self) -> tuple[int, Any]:
