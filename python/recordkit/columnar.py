@@ -48,9 +48,11 @@ def read_examples(
 ) -> Iterator[dict[str, Any]]:
     """Yields parsed batches of Examples straight from files.
 
-    Each batch is read, CRC-checked and parsed in one call into Rust, with the
-    GIL released; outputs are those of :func:`parse_example`. Batches do not
-    span files, so the last batch of each file may be smaller.
+    Each batch is read, CRC-checked and parsed in Rust, with the GIL released;
+    with more than one thread (:func:`recordkit.set_num_threads`), the next
+    batch is read ahead on a worker thread while the caller takes this one.
+    Outputs are those of :func:`parse_example`. Batches do not span files, so
+    the last batch of each file may be smaller.
 
     Args:
         paths: Anything :func:`recordkit.list_files` takes (a path or URL,
