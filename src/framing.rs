@@ -439,19 +439,31 @@ impl Scanner {
                     offset,
                     detail,
                     ..
-                } => {
-                    let err = self.data_loss(kind, offset, detail);
-                    if out.is_empty() {
-                        self.state = State::Done;
-                        return Err(err.into());
-                    }
-                    self.state = State::Failed(Box::new(err));
-                }
+                } => self.stop_at_damage(!out.is_empty(), kind, offset, detail)?,
             }
         }
         if may_defer {
             self.check_deferred(out)?;
         }
+        Ok(())
+    }
+
+    /// Ends the scan at damage: reported now when the batch holds no record
+    /// (`delivering` is false), else by the next call, so that every intact
+    /// record is delivered first.
+    fn stop_at_damage(
+        &mut self,
+        delivering: bool,
+        kind: DamageKind,
+        offset: u64,
+        detail: String,
+    ) -> Result<()> {
+        let err = self.data_loss(kind, offset, detail);
+        if !delivering {
+            self.state = State::Done;
+            return Err(err.into());
+        }
+        self.state = State::Failed(Box::new(err));
         Ok(())
     }
 
@@ -473,14 +485,7 @@ impl Scanner {
                 offset,
                 detail,
                 ..
-            } => {
-                let err = self.data_loss(kind, offset, detail);
-                if out.is_empty() {
-                    self.state = State::Done;
-                    return Err(err.into());
-                }
-                self.state = State::Failed(Box::new(err));
-            }
+            } => self.stop_at_damage(!out.is_empty(), kind, offset, detail)?,
             // Rewritten in place since it was framed (mapped files promise
             // nothing then); what it holds now is intact.
             Frame::Record(span) => out.push(span),
