@@ -22,6 +22,22 @@ def require_release_build() -> None:
         raise SystemExit(f"recordkit is a {profile} build; reinstall with `pip install -e .` (release)")
 
 
+def setup(doc: str, repeats: int):
+    """The usual start of a benchmark: ``--records``, ``--large`` and ``--repeats``
+    parsed, a debug build refused, the data folder made. Returns ``(args, tf)``,
+    ``tf`` being TensorFlow or None when it is not installed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--large", type=int, default=4_000)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    args = parser.parse_args()
+    require_release_build()
+    DATA.mkdir(exist_ok=True)
+    return args, import_tensorflow()
+
+
 def best_of(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
     """Best wall time of `repeats` runs (the machine is noisy; the minimum is the signal)."""
     best, result = float("inf"), None

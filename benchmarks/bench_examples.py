@@ -17,15 +17,15 @@ Usage: python benchmarks/bench_examples.py [--records N] [--large N] [--repeats 
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, best_time_without_tensorflow, import_tensorflow, require_release_build, tensorflow_spec, warm  # noqa: E402
+from _common import DATA, best_of_each, best_time_without_tensorflow, setup, tensorflow_spec, warm  # noqa: E402
 
 import recordkit as rk  # noqa: E402
 
@@ -55,6 +55,22 @@ def large_columns(n: int, size: int) -> dict:
     return {"image": np.array([pool[(i % 7) * size // 7:][:size] for i in range(n)], dtype=object), "label": np.arange(n)}
 
 
+def tutorial_file(records: int) -> Path:
+    """``records`` of the tutorial's Examples, written once under ``benchmarks/data``."""
+    path = DATA / f"tutorial-{records}.tfrecord"
+    if not path.exists():
+        rk.write_examples(path, tutorial_columns(records))
+    return path
+
+
+def large_file(records: int) -> Path:
+    """``records`` Examples of a 150 KB image each, written once under ``benchmarks/data``."""
+    path = DATA / f"large-examples-{records}.tfrecord"
+    if not path.exists():
+        rk.write_examples(path, large_columns(records, 150_000))
+    return path
+
+
 def rk_parse(path, spec, batch_size) -> int:
     n = 0
     for batch in rk.read_examples(path, spec, batch_size=batch_size):
@@ -82,14 +98,7 @@ def import_overhead(repeats: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--large", type=int, default=4_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    require_release_build()
-    DATA.mkdir(exist_ok=True)
-    tf = import_tensorflow()
+    args, tf = setup(__doc__, repeats=5)
     if tf:
         # "One thread": TensorFlow's op and tf.data thread pools limited to one.
         tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -100,9 +109,7 @@ def main() -> None:
 
     # 1. tutorial records
     columns = tutorial_columns(args.records)
-    path = DATA / f"tutorial-{args.records}.tfrecord"
-    if not path.exists():
-        rk.write_examples(path, columns)
+    path = tutorial_file(args.records)
     warm(path)
     options = None
     contenders = [lambda: rk_parse(path, SPEC, 1024)]
@@ -128,9 +135,7 @@ def main() -> None:
         print(f"parse {n:,} tutorial records: TensorFlow {t_tf:.3f} s = {n / t_tf / 1e6:.2f} M records/s  -> {results['parse']:.1f} x")
 
     # 2. 150 KB records
-    large = DATA / f"examples-large-{args.large}.tfrecord"
-    if not large.exists():
-        rk.write_examples(large, large_columns(args.large, 150_000))
+    large = large_file(args.large)
     warm(large)
     size = large.stat().st_size
     contenders = [lambda bs=bs: rk_parse(large, LARGE_SPEC, bs) for bs in (16, 256)]

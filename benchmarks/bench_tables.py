@@ -17,14 +17,13 @@ Usage: python benchmarks/bench_tables.py [--records N] [--large N] [--repeats R]
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import warnings
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, import_tensorflow, require_release_build, tensorflow_spec, warm  # noqa: E402
-from bench_examples import LARGE_SPEC, SPEC, large_columns, tutorial_columns  # noqa: E402
+from _common import DATA, best_of_each, setup, tensorflow_spec, warm  # noqa: E402
+from bench_examples import LARGE_SPEC, SPEC, large_file, tutorial_columns, tutorial_file  # noqa: E402
 
 import recordkit as rk  # noqa: E402
 
@@ -49,19 +48,10 @@ def rk_strings_as_objects(path) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--large", type=int, default=4_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    require_release_build()
-    DATA.mkdir(exist_ok=True)
-    tf = import_tensorflow()
+    args, tf = setup(__doc__, repeats=3)
     print(f"recordkit {rk.__version__}; TensorFlow {tf.__version__ if tf else 'not installed'}; {os.cpu_count()} CPUs")
 
-    path = DATA / f"tutorial-{args.records}.tfrecord"
-    if not path.exists():
-        rk.write_examples(path, tutorial_columns(args.records))
+    path = tutorial_file(args.records)
     warm(path)
     contenders = [lambda: rk.read_table(path, SPEC), lambda: rk.read_table(path, SPEC).to_pandas()]
     names = ["read_table", "read_table().to_pandas()"]
@@ -83,9 +73,7 @@ def main() -> None:
     print(f"\n2. the string column: large_binary {strings[0][0]:.3f} s, object array of bytes {strings[1][0]:.3f} s: "
           f"{strings[1][0] / strings[0][0]:.1f} x (target >= 2 x)")
 
-    large = DATA / f"large-examples-{args.large}.tfrecord"
-    if not large.exists():
-        rk.write_examples(large, large_columns(args.large, 150_000))
+    large = large_file(args.large)
     warm(large)
     (seconds, table), = best_of_each([lambda: rk.read_table(large, LARGE_SPEC)], args.repeats)
     payload = table.column("image").nbytes

@@ -20,15 +20,14 @@ Usage: python benchmarks/bench_threads.py [--records N] [--large N] [--repeats R
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, import_tensorflow, require_release_build, tensorflow_spec, warm  # noqa: E402
-from bench_examples import LARGE_SPEC, SPEC, large_columns, rk_parse, tutorial_columns  # noqa: E402
+from _common import DATA, best_of_each, setup, tensorflow_spec, warm  # noqa: E402
+from bench_examples import LARGE_SPEC, SPEC, large_file, rk_parse, tutorial_columns, tutorial_file  # noqa: E402
 
 import recordkit as rk  # noqa: E402
 
@@ -62,24 +61,13 @@ def with_threads(count: int | None, fn):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--large", type=int, default=4_000)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    require_release_build()
-    DATA.mkdir(exist_ok=True)
-    tf = import_tensorflow()
+    args, tf = setup(__doc__, repeats=3)
     cores = os.cpu_count() or 1
     print(f"recordkit {rk.__version__}: {rk.get_num_threads()} threads by default; "
           f"TensorFlow {tf.__version__ if tf else 'not installed'}; {cores} CPUs")
 
-    path = DATA / f"tutorial-{args.records}.tfrecord"
-    if not path.exists():
-        rk.write_examples(path, tutorial_columns(args.records))
-    large = DATA / f"large-examples-{args.large}.tfrecord"
-    if not large.exists():
-        rk.write_examples(large, large_columns(args.large, 150_000))
+    path = tutorial_file(args.records)
+    large = large_file(args.large)
 
     for title, file, spec, batch, target in ((f"1. {args.records:,} tutorial records -> NumPy columns", path, SPEC,
                                               65536, 20),
