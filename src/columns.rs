@@ -183,16 +183,15 @@ pub struct Column<'a> {
 impl<'a> Column<'a> {
     /// The column owning its values, byte strings flattened into Arrow's layout.
     pub fn owned(self) -> OwnedColumn {
-        let (numbers, flat) = match self.values {
-            Buffer::Bytes(v) => (Buffer::Int64(Vec::new()), Some(FlatBytes::new(&v))),
-            Buffer::Int64(v) => (Buffer::Int64(v), None),
-            Buffer::Float32(v) => (Buffer::Float32(v), None),
-            Buffer::Float64(v) => (Buffer::Float64(v), None),
-            Buffer::Int32(v) => (Buffer::Int32(v), None),
+        let values = match self.values {
+            Buffer::Bytes(v) => OwnedValues::Bytes(FlatBytes::new(&v)),
+            Buffer::Int64(v) => OwnedValues::Numbers(Buffer::Int64(v)),
+            Buffer::Float32(v) => OwnedValues::Numbers(Buffer::Float32(v)),
+            Buffer::Float64(v) => OwnedValues::Numbers(Buffer::Float64(v)),
+            Buffer::Int32(v) => OwnedValues::Numbers(Buffer::Int32(v)),
         };
         OwnedColumn {
-            numbers,
-            flat,
+            values,
             counts: self.counts,
         }
     }
@@ -234,13 +233,50 @@ impl FlatBytes {
     }
 }
 
-/// A column that owns its values, byte strings flattened into Arrow's
-/// layout: it outlives the records it was parsed from.
+/// Values a column owns: numbers, or byte strings in Arrow's layout.
+#[derive(Debug, PartialEq)]
+pub enum OwnedValues {
+    /// Never `Buffer::Bytes`.
+    Numbers(Buffer<'static>),
+    Bytes(FlatBytes),
+}
+
+impl OwnedValues {
+    /// Room for the values of `later` (a batch's later runs).
+    fn reserve<'b>(&mut self, later: impl Iterator<Item = &'b OwnedValues>) {
+        match self {
+            OwnedValues::Numbers(numbers) => numbers.reserve(later.map(OwnedValues::len).sum()),
+            OwnedValues::Bytes(flat) => {
+                let (values, bytes) = later.fold((0, 0), |(v, b), more| match more {
+                    OwnedValues::Bytes(f) => (v + f.offsets.len() - 1, b + f.data.len()),
+                    OwnedValues::Numbers(_) => (v, b),
+                });
+                flat.offsets.reserve(values);
+                flat.data.reserve(bytes);
+            }
+        }
+    }
+
+    fn append(&mut self, later: OwnedValues) {
+        match (self, later) {
+            (OwnedValues::Numbers(a), OwnedValues::Numbers(b)) => a.extend(b),
+            (OwnedValues::Bytes(a), OwnedValues::Bytes(b)) => a.append(b),
+            _ => unreachable!("columns of one request share a type"),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            OwnedValues::Numbers(numbers) => numbers.len(),
+            OwnedValues::Bytes(flat) => flat.offsets.len() - 1,
+        }
+    }
+}
+
+/// A column that owns its values: it outlives the records it was parsed from.
 #[derive(Debug, PartialEq)]
 pub struct OwnedColumn {
-    /// Numbers; never `Buffer::Bytes` (byte strings are in `flat`).
-    pub numbers: Buffer<'static>,
-    pub flat: Option<FlatBytes>,
+    pub values: OwnedValues,
     pub counts: Vec<i64>,
 }
 
@@ -277,28 +313,17 @@ impl Runs for Vec<OwnedColumn> {
     fn reserve(&mut self, later: &[Self]) {
         for (i, column) in self.iter_mut().enumerate() {
             column
-                .numbers
-                .reserve(later.iter().map(|run| run[i].numbers.len()).sum());
+                .values
+                .reserve(later.iter().map(|run| &run[i].values));
             column
                 .counts
                 .reserve(later.iter().map(|run| run[i].counts.len()).sum());
-            if let Some(flat) = &mut column.flat {
-                let flats = later.iter().filter_map(|run| run[i].flat.as_ref());
-                let (values, bytes) = flats.fold((0, 0), |(v, b), f| {
-                    (v + f.offsets.len() - 1, b + f.data.len())
-                });
-                flat.offsets.reserve(values);
-                flat.data.reserve(bytes);
-            }
         }
     }
 
     fn append(&mut self, later: Self) {
         for (column, more) in self.iter_mut().zip(later) {
-            column.numbers.extend(more.numbers);
-            if let (Some(flat), Some(more)) = (&mut column.flat, more.flat) {
-                flat.append(more);
-            }
+            column.values.append(more.values);
             column.counts.extend(more.counts);
         }
     }

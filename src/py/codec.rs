@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{
     owned_columns, parse_examples_parallel, parse_sequence_examples, Buffer, Column, DType,
-    FlatBytes, OwnedColumn, Request, SequenceColumn,
+    FlatBytes, OwnedColumn, OwnedValues, Request, SequenceColumn,
 };
 use crate::error::Error;
 use crate::example::{
@@ -162,15 +162,20 @@ fn flatten_all<'a>(
     })
 }
 
+/// Byte strings as `(offsets, data)` NumPy arrays.
+fn flat_out(py: Python<'_>, flat: FlatBytes) -> Py<PyAny> {
+    (flat.offsets.into_pyarray(py), flat.data.into_pyarray(py))
+        .into_pyobject(py)
+        .expect("a tuple of two arrays")
+        .into_any()
+        .unbind()
+}
+
 /// A buffer for Python: numbers as NumPy arrays; byte strings as `(offsets,
 /// data)` arrays when flattened, else as an object array of `bytes`.
 fn values_out(py: Python<'_>, values: Buffer<'_>, flat: Option<FlatBytes>) -> Py<PyAny> {
     match flat {
-        Some(FlatBytes { offsets, data }) => (offsets.into_pyarray(py), data.into_pyarray(py))
-            .into_pyobject(py)
-            .expect("a tuple of two arrays")
-            .into_any()
-            .unbind(),
+        Some(flat) => flat_out(py, flat),
         None => buffer_to_py(py, values),
     }
 }
@@ -182,9 +187,10 @@ pub fn owned_columns_out(py: Python<'_>, columns: Vec<OwnedColumn>, flat: bool) 
         .into_iter()
         .map(|c| {
             let uniform = uniform_count(&c.counts);
-            let values = match c.flat {
-                Some(bytes) if !flat => flat_objects(py, &bytes).unbind(),
-                bytes => values_out(py, c.numbers, bytes),
+            let values = match c.values {
+                OwnedValues::Numbers(numbers) => buffer_to_py(py, numbers),
+                OwnedValues::Bytes(bytes) if flat => flat_out(py, bytes),
+                OwnedValues::Bytes(bytes) => flat_objects(py, &bytes).unbind(),
             };
             (
                 values,
