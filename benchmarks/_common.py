@@ -100,6 +100,21 @@ def import_tensorflow():
     return tf
 
 
+def removal(path: Path) -> Callable[[], None]:
+    """A setup that deletes ``path``, so that the timed run writes a new file."""
+    return lambda: path.unlink(missing_ok=True)
+
+
+def tensorflow_writer(tf, records: list[bytes], path: Path) -> Callable[[], None]:
+    """TensorFlow's side of a write benchmark: ``tf.io.TFRecordWriter`` writing
+    ``records``, already serialized, to ``path``."""
+    def write() -> None:
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            for record in records:
+                writer.write(record)
+    return write
+
+
 def tensorflow_spec(tf, spec: dict) -> dict:
     """A recordkit spec of scalar ``FixedLenFeature``s as TensorFlow's, for its side of a benchmark."""
     dtypes = {"int64": tf.int64, "string": tf.string, "float32": tf.float32}

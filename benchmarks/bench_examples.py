@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, best_time_without_tensorflow, setup, tensorflow_spec, warm  # noqa: E402
+from _common import (DATA, best_of_each, best_time_without_tensorflow, removal, setup, tensorflow_spec,  # noqa: E402
+                     tensorflow_writer, warm)
 
 import recordkit as rk  # noqa: E402
 
@@ -172,24 +173,15 @@ def main() -> None:
     out = DATA / "written.tfrecord"
     tf_out = DATA / "written-tf.tfrecord"
 
-    def remove(path):
-        return lambda: path.unlink(missing_ok=True)
-
     as_objects = dict(columns, feature2=columns["feature2"].astype(object))
     contenders = [lambda: rk.write_examples(out, columns), lambda: rk.write_examples(out, as_objects),
                   lambda: rk.write_examples(out, columns)]
-    setups = [remove(out), remove(out), None]
+    setups = [removal(out), removal(out), None]
     if tf:
         rk.write_examples(out, columns)
-        serialized = list(rk.TFRecordReader(out))
-
-        def tf_write() -> None:
-            with tf.io.TFRecordWriter(str(tf_out)) as writer:
-                for record in serialized:
-                    writer.write(record)
-
+        tf_write = tensorflow_writer(tf, list(rk.TFRecordReader(out)), tf_out)
         contenders += [tf_write, tf_write]
-        setups += [remove(tf_out), None]
+        setups += [removal(tf_out), None]
     timings = best_of_each(contenders, args.repeats, setups)
     t_write, t_objects, t_replace = (t for t, _ in timings[:3])
     print(f"write {args.records:,} Examples from columns to a new file: recordkit {t_write:.3f} s = "
@@ -202,7 +194,7 @@ def main() -> None:
         print(f"write {args.records:,} pre-serialized records to a new file: TensorFlow {t_tf_write:.3f} s  -> {results['write']:.1f} x")
         print(f"replace an existing file: recordkit {t_replace:.3f} s, TensorFlow {t_tf_replace:.3f} s  -> "
               f"{t_tf_replace / t_replace:.1f} x")
-        del serialized
+        del contenders, tf_write  # the serialized records they hold
 
     # 4. import time
     t_numpy, t_recordkit = import_overhead(max(args.repeats, 7))

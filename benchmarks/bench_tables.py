@@ -22,7 +22,7 @@ import sys
 import warnings
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, setup, tensorflow_spec, warm  # noqa: E402
+from _common import DATA, best_of_each, removal, setup, tensorflow_spec, tensorflow_writer, warm  # noqa: E402
 from bench_examples import LARGE_SPEC, SPEC, large_file, tutorial_columns, tutorial_file  # noqa: E402
 
 import recordkit as rk  # noqa: E402
@@ -88,20 +88,10 @@ def main() -> None:
     # deleted first, outside the timing, for both contenders.
     out, tf_out = DATA / "arrow-written.tfrecord", DATA / "tf-written.tfrecord"
 
-    def remove(path):
-        return lambda: path.unlink(missing_ok=True)
-
-    contenders, setups = [lambda: rk.write_examples(out, arrow)], [remove(out)]
+    contenders, setups = [lambda: rk.write_examples(out, arrow)], [removal(out)]
     if tf:
-        records = list(rk.TFRecordReader(path))
-
-        def tf_write() -> None:
-            with tf.io.TFRecordWriter(str(tf_out)) as writer:
-                for record in records:
-                    writer.write(record)
-
-        contenders.append(tf_write)
-        setups.append(remove(tf_out))
+        contenders.append(tensorflow_writer(tf, list(rk.TFRecordReader(path)), tf_out))
+        setups.append(removal(tf_out))
     timed = best_of_each(contenders, args.repeats, setups)
     line = f"\n4. Arrow table of {args.records:,} rows -> a new TFRecord file: {timed[0][0]:.3f} s"
     if tf:

@@ -26,7 +26,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, setup, tensorflow_spec, warm  # noqa: E402
+from _common import DATA, best_of_each, removal, setup, tensorflow_spec, tensorflow_writer, warm  # noqa: E402
 from bench_examples import LARGE_SPEC, SPEC, large_file, rk_parse, tutorial_columns, tutorial_file  # noqa: E402
 
 import recordkit as rk  # noqa: E402
@@ -100,21 +100,14 @@ def main() -> None:
 
     def remove(target):
         def setup() -> None:
-            target.unlink(missing_ok=True)
+            removal(target)()
             settle()
         return setup
 
     contenders = [(lambda c=c: rk.write_examples(out, c)) for c in inputs.values()]
     setups = [remove(out)] * len(contenders)
     if tf:
-        serialized = list(rk.TFRecordReader(path))
-
-        def tf_write() -> None:
-            with tf.io.TFRecordWriter(str(tf_out)) as writer:
-                for record in serialized:
-                    writer.write(record)
-
-        contenders.append(tf_write)
+        contenders.append(tensorflow_writer(tf, list(rk.TFRecordReader(path)), tf_out))
         setups.append(remove(tf_out))
     timed = best_of_each(contenders, args.repeats, setups)
     print(f"\n3. write_examples of {args.records:,} tutorial rows to a new file")
