@@ -46,8 +46,7 @@ pub fn chosen() -> bool {
 }
 
 /// Bytes per thread below which a pass over them (a copy, CRC checks) is not
-/// worth splitting: starting a thread costs tens of microseconds, more on a
-/// VM whose idle vCPU must be woken.
+/// worth splitting: starting a thread costs tens of microseconds.
 pub const BYTES_PER_THREAD: usize = 4 << 20;
 
 /// Copies `values` end to end into `data`, which is exactly their total

@@ -126,7 +126,8 @@ def _batches(source: object, count: int, batch_size: int) -> list[dict[str, np.n
 @pytest.mark.parametrize("source", ["mapped", "gzip", "file object"])
 def test_reading_ahead_gives_the_same_batches(many: Path, tmp_path: Path, source: str) -> None:
     # Batches of 1500 and 5000 records: with more than one thread a worker parses the
-    # next batch (and, for a mapped file, frames the one after) while this one is taken.
+    # next batch (and, for a mapped file, frames the one after) while this one is taken;
+    # a Python file object is read on the caller's thread, and must agree all the same.
     if source == "gzip":
         path = tmp_path / "many.tfrecord.gz"
         with rk.TFRecordWriter(path, compression="gzip") as writer:
