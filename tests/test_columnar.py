@@ -224,14 +224,23 @@ _SCALARS = {
     "float": st.floats(width=32, allow_nan=False),
     "bytes": st.binary(max_size=6),
     "str": st.text(max_size=4),
+    # ints, bools and floats in one column: NumPy's promotion, which the fast path follows
+    "number": st.one_of(st.booleans(), st.integers(-(2**63), 2**63 - 1), st.floats(width=32, allow_nan=False)),
 }
 
 
+def _object_array(rows: list) -> np.ndarray:
+    array = np.empty(len(rows), dtype=object)
+    array[:] = rows  # element by element: lists stay lists, not a second axis
+    return array
+
+
 @given(st.sampled_from(sorted(_SCALARS)).flatmap(lambda kind: st.lists(st.one_of(
-    st.none(), _SCALARS[kind], st.lists(_SCALARS[kind], max_size=3), st.tuples(_SCALARS[kind])), min_size=1, max_size=20)))
-def test_python_lists_write_what_the_general_path_writes(tmp_path_factory, rows) -> None:
-    # The one-pass reader of Python lists against the general path, which takes
-    # rows given as NumPy arrays (or object arrays of strings).
+    st.none(), _SCALARS[kind], st.lists(_SCALARS[kind], max_size=3), st.tuples(_SCALARS[kind])), min_size=1, max_size=20)),
+    st.booleans())
+def test_python_lists_write_what_the_general_path_writes(tmp_path_factory, rows, as_objects) -> None:
+    # The one-pass reader of Python lists and object arrays against the general
+    # path, which takes rows given as NumPy arrays (or object arrays of strings).
     folder = tmp_path_factory.mktemp("lists")
     if not any(r not in (None, [], ()) for r in rows):
         return  # no value anywhere: no kind to compare (NumPy's empty arrays pick one of their own)
@@ -242,18 +251,46 @@ def test_python_lists_write_what_the_general_path_writes(tmp_path_factory, rows)
         values = list(row) if isinstance(row, (list, tuple)) else [row]
         if values and isinstance(values[0], (bytes, str)):
             return np.array(values, dtype=object)
-        return np.array(values, dtype=np.float64 if any(isinstance(v, float) for v in values) else np.int64)
+        return np.array(values, dtype=np.float64 if any(isinstance(v, float) for v in rows_values) else np.int64)
 
+    rows_values = [v for r in rows if r is not None for v in (r if isinstance(r, (list, tuple)) else [r])]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # floats stored as float32
-        rk.write_examples(folder / "fast.tfrecord", {"x": rows, "n": list(range(len(rows)))})
+        rk.write_examples(folder / "fast.tfrecord", {"x": _object_array(rows) if as_objects else rows,
+                                                     "n": list(range(len(rows)))})
         rk.write_examples(folder / "general.tfrecord", {"x": [general(r) for r in rows], "n": list(range(len(rows)))})
     assert (folder / "fast.tfrecord").read_bytes() == (folder / "general.tfrecord").read_bytes()
 
 
-def test_python_lists_name_the_row_that_does_not_fit(tmp_path) -> None:
+@pytest.mark.parametrize("as_objects", [False, True])
+def test_python_values_change_shape_midway(tmp_path, as_objects) -> None:
+    # One value per row at first (no splits, no mask kept), then a list, a
+    # missing row and a float: what came before is kept as it was read.
+    rows = [1, 2, True, [3, 4], None, 5, 6.5, None, 7]
+    with pytest.warns(UserWarning, match="'x': float64 values are stored as float32"):
+        rk.write_examples(tmp_path / "x.tfrecord", {"x": _object_array(rows) if as_objects else rows})
+    decoded = [rk.decode_example(r).get("x") for r in rk.TFRecordReader(tmp_path / "x.tfrecord")]
+    assert [None if d is None else d.tolist() for d in decoded] == [
+        [1.0], [2.0], [1.0], [3.0, 4.0], None, [5.0], [6.5], None, [7.0]]
+    assert all(d is None or d.dtype == np.float32 for d in decoded)
+
+
+def test_object_arrays_of_strings_read_in_one_pass(tmp_path) -> None:
+    # str and bytes together, a strided array (every other row), and a str
+    # with no UTF-8 form, which is an error naming it, not a crash.
+    strings = np.array([b"cat", "d\u00f6g", b"", "x"] * 3, dtype=object)
+    rk.write_examples(tmp_path / "s.tfrecord", {"s": strings[::2]})
+    decoded = [rk.decode_example(r)["s"] for r in rk.TFRecordReader(tmp_path / "s.tfrecord")]
+    assert decoded == [[b"cat"], [b""]] * 3
+    with pytest.raises(UnicodeEncodeError):
+        rk.write_examples(tmp_path / "bad.tfrecord", {"s": np.array(["ok", "\ud800"], dtype=object)})
+    assert not (tmp_path / "bad.tfrecord").exists()
+
+
+@pytest.mark.parametrize("rows", [[1, [2, 3], [4, 2**64 - 1]], [1, 2, 2**64 - 1]])
+def test_python_lists_name_the_row_that_does_not_fit(tmp_path, rows) -> None:
     with pytest.raises(ValueError, match=r"column 'x', row 2: value 18446744073709551615 does not fit an int64"):
-        rk.write_examples(tmp_path / "x.tfrecord", {"x": [1, [2, 3], [4, 2**64 - 1]]})
+        rk.write_examples(tmp_path / "x.tfrecord", {"x": rows})
     assert not (tmp_path / "x.tfrecord").exists()
 
 

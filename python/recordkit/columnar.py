@@ -271,7 +271,7 @@ def _from_array(name: str, array: np.ndarray, schema: str,
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
     if array.dtype == object and array.ndim == 1:
-        fast = _from_python_list(name, array.tolist(), schema, warned)
+        fast = _from_python_values(name, array, schema, warned)
         if fast is not None:
             return fast
         types = set(map(type, array))
@@ -287,7 +287,7 @@ def _from_sequence(name: str, column: list, schema: str, shared: dict[tuple[int,
                    warned: set[str] | None) -> tuple[int, Column]:
     """A column given as a Python list: read in Rust in one pass where its rows
     are plain scalars (or lists or tuples of them), else through NumPy."""
-    fast = _from_python_list(name, column, schema, warned)
+    fast = _from_python_values(name, column, schema, warned)
     if fast is not None:
         return fast
     try:
@@ -301,11 +301,13 @@ def _from_sequence(name: str, column: list, schema: str, shared: dict[tuple[int,
     return _from_lists(name, column, schema, warned)
 
 
-def _from_python_list(name: str, rows: list, schema: str, warned: set[str] | None) -> tuple[int, Column] | None:
-    """A list of rows of Python scalars (or lists or tuples of them, or None)
-    read in Rust in one pass, with no NumPy conversion; None for anything else."""
+def _from_python_values(name: str, rows: list | np.ndarray, schema: str,
+                        warned: set[str] | None) -> tuple[int, Column] | None:
+    """A list or 1-D object array of rows of Python scalars (or lists or tuples
+    of them, or None) read in Rust in one pass, with no NumPy conversion; None
+    for anything else."""
     try:
-        found = _native._column_from_list(rows)
+        found = _native._column_from_rows(rows)
     except ValueError as error:
         if len(error.args) == 2 and isinstance(error.args[0], int):
             raise ColumnValueError(name, *error.args) from None
@@ -313,6 +315,8 @@ def _from_python_list(name: str, rows: list, schema: str, warned: set[str] | Non
     if found is None:
         return None
     kind, values, splits, present = found
+    if splits is None:
+        splits = _one_per_row(len(rows))
     if kind == "bytes":
         return len(rows), ("bytes_offsets", values, splits, present)
     if kind == "none":
@@ -466,7 +470,8 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
         elif isinstance(column, np.ndarray):
             n, normalized = _from_array(name, column, schema, shared_splits, warned)
         else:
-            n, normalized = _from_sequence(name, list(column), schema, shared_splits, warned)
+            rows_list = column if type(column) is list else list(column)  # a list as it is: no copy
+            n, normalized = _from_sequence(name, rows_list, schema, shared_splits, warned)
         if rows is not None and n != rows:
             raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
         rows = n

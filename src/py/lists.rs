@@ -1,10 +1,17 @@
-//! Python lists of values turned into flat columns in one pass, for writing:
-//! no NumPy conversion per column and no Python object made.
+//! Python lists and object arrays of values turned into flat columns in one
+//! pass, for writing: no NumPy conversion per column and no Python object made.
+//!
+//! This loop reads every Python object of a column while holding the GIL, so
+//! it is the floor of a write from Python values. It borrows each object
+//! instead of taking a reference (no count changed, twice, per value), asks its
+//! exact type by pointer, and builds the row splits and the presence mask only
+//! once a row needs them: a column of one value per row has neither.
 
-use numpy::IntoPyArray;
+use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::PyList;
 
 /// The values seen so far, of one kind; ints become floats when a float
 /// joins them, as NumPy would promote them.
@@ -19,7 +26,7 @@ enum Values {
     },
 }
 
-/// Why a list cannot take the fast path: the caller's general path decides.
+/// Why a column cannot take the fast path: the caller's general path decides.
 struct Unusual;
 
 /// Bytes of strings copied into one buffer at most: beyond, the general path,
@@ -27,33 +34,60 @@ struct Unusual;
 /// of large values (images) in memory.
 const COPY_LIMIT: usize = 64 << 20;
 
-fn int64(item: &Bound<'_, PyAny>, row: usize) -> PyResult<i64> {
-    // (row, problem): the caller names the column.
-    item.extract()
-        .map_err(|_| PyValueError::new_err((row, format!("value {item} does not fit an int64"))))
-}
-
 impl Values {
-    fn push(&mut self, item: &Bound<'_, PyAny>, row: usize) -> PyResult<Result<(), Unusual>> {
-        // Exact types first: one pointer comparison each, where a failed cast
-        // would build an error object. bool before int: a bool is an int in
-        // Python, and written as 0 or 1.
-        if item.is_exact_instance_of::<PyInt>() {
-            return Ok(self.push_int(int64(item, row)?));
+    /// Appends `item` when it is exactly an int, float, bytes, str or bool;
+    /// `Unusual` for anything else (subclasses included), or a kind that does
+    /// not mix with the values before it.
+    ///
+    /// # Safety
+    /// `item` points to a live Python object and the GIL is held. Nothing here
+    /// runs Python code (no `__index__` or `__float__`: exact types only), so
+    /// the container the caller borrowed `item` from cannot change meanwhile.
+    unsafe fn push(
+        &mut self,
+        py: Python<'_>,
+        item: *mut ffi::PyObject,
+        row: usize,
+    ) -> PyResult<Result<(), Unusual>> {
+        if ffi::PyLong_CheckExact(item) != 0 {
+            let value = ffi::PyLong_AsLongLong(item);
+            if value == -1 && !ffi::PyErr_Occurred().is_null() {
+                ffi::PyErr_Clear(); // an OverflowError: named below with its row
+                let shown = Bound::from_borrowed_ptr(py, item);
+                // (row, problem): the caller names the column.
+                return Err(PyValueError::new_err((
+                    row,
+                    format!("value {shown} does not fit an int64"),
+                )));
+            }
+            return Ok(self.push_int(value));
         }
-        if item.is_exact_instance_of::<PyFloat>() {
-            return Ok(self.push_float(item.extract::<f64>()?));
+        if ffi::PyFloat_CheckExact(item) != 0 {
+            return Ok(self.push_float(ffi::PyFloat_AsDouble(item)));
         }
-        if item.is_exact_instance_of::<PyBytes>() {
-            return Ok(self.push_bytes(item.cast::<PyBytes>()?.as_bytes()));
+        if ffi::PyBytes_CheckExact(item) != 0 {
+            let (mut start, mut len) = (std::ptr::null_mut(), 0);
+            if ffi::PyBytes_AsStringAndSize(item, &mut start, &mut len) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            // SAFETY: CPython's buffer of `len` bytes, alive as long as `item`,
+            // which outlives this call; copied before returning.
+            return Ok(self.push_bytes(std::slice::from_raw_parts(start.cast(), len as usize)));
         }
-        if item.is_exact_instance_of::<PyString>() {
-            return Ok(self.push_bytes(item.cast::<PyString>()?.to_str()?.as_bytes()));
+        if ffi::PyUnicode_CheckExact(item) != 0 {
+            let mut len = 0;
+            let start = ffi::PyUnicode_AsUTF8AndSize(item, &mut len);
+            if start.is_null() {
+                return Err(PyErr::fetch(py)); // lone surrogates have no UTF-8
+            }
+            // SAFETY: the UTF-8 form cached in the str object, alive as long as it.
+            return Ok(self.push_bytes(std::slice::from_raw_parts(start.cast(), len as usize)));
         }
-        if item.is_exact_instance_of::<PyBool>() {
-            return Ok(self.push_int(i64::from(item.is_truthy()?)));
+        if ffi::PyBool_Check(item) != 0 {
+            // Checked after int, which it is not exactly; written as 0 or 1.
+            return Ok(self.push_int(i64::from(item == ffi::Py_True())));
         }
-        Ok(Err(Unusual)) // subclasses and everything else: the general path
+        Ok(Err(Unusual))
     }
 
     fn push_int(&mut self, value: i64) -> Result<(), Unusual> {
@@ -120,61 +154,260 @@ impl Values {
     }
 }
 
-/// Appends one row's values (a scalar, or a list or tuple of them), stopping
-/// at the first value the fast path does not take.
-fn push_row(
-    values: &mut Values,
-    item: &Bound<'_, PyAny>,
-    row: usize,
-) -> PyResult<Result<(), Unusual>> {
-    if item.is_exact_instance_of::<PyList>() {
-        for value in item.cast::<PyList>()?.iter() {
-            if values.push(&value, row)?.is_err() {
-                return Ok(Err(Unusual));
+/// A column being read row by row.
+struct Column {
+    values: Values,
+    /// Row `r` holds `values[splits[r]..splits[r + 1]]`; None while every row
+    /// so far held exactly one value.
+    splits: Option<Vec<i64>>,
+    /// Whether each row has the feature; None while every row so far had it.
+    present: Option<Vec<bool>>,
+    rows: usize,
+    /// Rows expected, for reserving.
+    room: usize,
+}
+
+impl Column {
+    fn new(rows: usize) -> Self {
+        Column {
+            values: Values::None(rows),
+            splits: None,
+            present: None,
+            rows: 0,
+            room: rows,
+        }
+    }
+
+    /// Reads rows from `from` on while each is one value of the column's kind,
+    /// in a column of one value per row so far: the common case, in a loop
+    /// with one type check a value. Returns the first row it did not take,
+    /// which [`Column::push_row`] then reads (or rejects, or names in an error).
+    ///
+    /// # Safety
+    /// `item(i)` is a live object or null (then the run ends) for every
+    /// `i < len`, and as for [`Values::push`]. It is asked again after any
+    /// error made here: creating an exception may collect garbage, whose
+    /// finalizers may change the container.
+    unsafe fn push_scalars(
+        &mut self,
+        item: &impl Fn(usize) -> *mut ffi::PyObject,
+        from: usize,
+        len: usize,
+    ) -> usize {
+        if self.splits.is_some() || self.present.is_some() {
+            return from;
+        }
+        let mut i = from;
+        match &mut self.values {
+            Values::None(_) => {}
+            Values::Int(values) => {
+                while i < len {
+                    let value = item(i);
+                    if value.is_null() {
+                        break;
+                    } else if ffi::PyLong_CheckExact(value) != 0 {
+                        let int = ffi::PyLong_AsLongLong(value);
+                        if int == -1 && !ffi::PyErr_Occurred().is_null() {
+                            ffi::PyErr_Clear(); // too large: `push_row` raises it
+                            break;
+                        }
+                        values.push(int);
+                    } else if ffi::PyBool_Check(value) != 0 {
+                        values.push(i64::from(value == ffi::Py_True()));
+                    } else {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            Values::Float(values) => {
+                while i < len {
+                    let value = item(i);
+                    if value.is_null() || ffi::PyFloat_CheckExact(value) == 0 {
+                        break;
+                    }
+                    values.push(ffi::PyFloat_AsDouble(value));
+                    i += 1;
+                }
+            }
+            Values::Bytes { offsets, data } => {
+                while i < len {
+                    let value = item(i);
+                    let (mut start, mut size): (*mut std::ffi::c_char, ffi::Py_ssize_t) =
+                        (std::ptr::null_mut(), 0);
+                    if value.is_null() {
+                        break;
+                    } else if ffi::PyBytes_CheckExact(value) != 0 {
+                        ffi::PyBytes_AsStringAndSize(value, &mut start, &mut size);
+                    } else if ffi::PyUnicode_CheckExact(value) != 0 {
+                        start = ffi::PyUnicode_AsUTF8AndSize(value, &mut size).cast_mut();
+                    }
+                    if start.is_null() {
+                        ffi::PyErr_Clear(); // not a string, or no UTF-8: `push_row` decides
+                        break;
+                    }
+                    // SAFETY: the object's own bytes (or cached UTF-8), alive as long as it.
+                    let bytes = std::slice::from_raw_parts(start.cast::<u8>(), size as usize);
+                    if data.len() + bytes.len() > COPY_LIMIT {
+                        break;
+                    }
+                    data.extend_from_slice(bytes);
+                    offsets.push(data.len() as i64);
+                    i += 1;
+                }
             }
         }
-        Ok(Ok(()))
-    } else if item.is_exact_instance_of::<PyTuple>() {
-        for value in item.cast::<PyTuple>()?.iter() {
-            if values.push(&value, row)?.is_err() {
-                return Ok(Err(Unusual));
+        self.rows += i - from;
+        i
+    }
+
+    /// Reads `len` rows, `item(i)` each: None when one does not fit the fast path.
+    ///
+    /// # Safety
+    /// As for [`Column::push_scalars`].
+    unsafe fn read(
+        &mut self,
+        py: Python<'_>,
+        item: impl Fn(usize) -> *mut ffi::PyObject,
+        len: usize,
+    ) -> PyResult<Option<()>> {
+        let mut i = 0;
+        while i < len {
+            i = self.push_scalars(&item, i, len);
+            if i == len {
+                break;
             }
+            let row = item(i);
+            if row.is_null() {
+                // Only if a finalizer run by an error made above shrank the list.
+                ffi::PyErr_Clear();
+                return Ok(None);
+            }
+            if self.push_row(py, row)?.is_err() {
+                return Ok(None);
+            }
+            i += 1;
+        }
+        Ok(Some(()))
+    }
+
+    /// Appends one row: None (missing), a scalar, or a list or tuple of them.
+    ///
+    /// # Safety
+    /// As for [`Values::push`].
+    unsafe fn push_row(
+        &mut self,
+        py: Python<'_>,
+        item: *mut ffi::PyObject,
+    ) -> PyResult<Result<(), Unusual>> {
+        let row = self.rows;
+        let missing = ffi::Py_IsNone(item) != 0;
+        if missing {
+            // Nothing to read.
+        } else if ffi::PyList_CheckExact(item) != 0 || ffi::PyTuple_CheckExact(item) != 0 {
+            let list = ffi::PyList_CheckExact(item) != 0;
+            let len = if list {
+                ffi::PyList_Size(item)
+            } else {
+                ffi::PyTuple_Size(item)
+            };
+            for i in 0..len {
+                // Borrowed: the row holds it, and nothing runs that could change the row.
+                let value = if list {
+                    ffi::PyList_GetItem(item, i)
+                } else {
+                    ffi::PyTuple_GetItem(item, i)
+                };
+                if value.is_null() {
+                    ffi::PyErr_Clear(); // an IndexError: as in `read`
+                    return Ok(Err(Unusual));
+                }
+                if self.values.push(py, value, row)?.is_err() {
+                    return Ok(Err(Unusual));
+                }
+            }
+        } else if self.values.push(py, item, row)?.is_err() {
+            return Ok(Err(Unusual));
+        }
+        let end = self.values.len();
+        self.rows += 1;
+        if self.splits.is_none() && end != self.rows {
+            // The first row without exactly one value: every row before it had one.
+            let mut splits = Vec::with_capacity(self.room + 1);
+            splits.extend(0..=row as i64);
+            self.splits = Some(splits);
+        }
+        if let Some(splits) = &mut self.splits {
+            splits.push(end as i64);
+        }
+        if missing && self.present.is_none() {
+            let mut present = Vec::with_capacity(self.room);
+            present.resize(row, true);
+            self.present = Some(present);
+        }
+        if let Some(present) = &mut self.present {
+            present.push(!missing);
         }
         Ok(Ok(()))
-    } else {
-        values.push(item, row)
     }
 }
 
 /// A column of rows as flat values: `(kind, values, splits, present)` with kind
 /// `"int64"` (ints and bools), `"float64"`, `"bytes"` (values as `(offsets,
-/// data)`) or `"none"` (no value in any row); `present` is None when every row
-/// has the feature. A row is None (missing), a scalar, or a list or tuple of
-/// scalars. None when the rows hold anything else (NumPy arrays, deeper
-/// nesting, strings mixed with numbers): the caller's general path takes those.
+/// data)`) or `"none"` (no value in any row); `splits` is None when every row
+/// holds exactly one value, and `present` is None when every row has the
+/// feature. `rows` is a list or a 1-D object array; a row is None (missing), a
+/// scalar, or a list or tuple of scalars. None when the rows hold anything else
+/// (NumPy arrays, deeper nesting, strings mixed with numbers): the caller's
+/// general path takes those.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-pub fn _column_from_list(
+pub fn _column_from_rows(
     py: Python<'_>,
-    rows: &Bound<'_, PyList>,
-) -> PyResult<Option<(&'static str, Py<PyAny>, Py<PyAny>, Option<Py<PyAny>>)>> {
+    rows: &Bound<'_, PyAny>,
+) -> PyResult<
+    Option<(
+        &'static str,
+        Py<PyAny>,
+        Option<Py<PyAny>>,
+        Option<Py<PyAny>>,
+    )>,
+> {
     crate::py::errors::guard(|| {
-        // One value per row is the common case.
-        let mut values = Values::None(rows.len());
-        let mut splits = Vec::with_capacity(rows.len() + 1);
-        let mut present = Vec::with_capacity(rows.len());
-        splits.push(0i64);
-        for (row, item) in rows.iter().enumerate() {
-            present.push(!item.is_none());
-            if !item.is_none() && push_row(&mut values, &item, row)?.is_err() {
+        let column = if let Ok(list) = rows.cast::<PyList>() {
+            let len = list.len();
+            let mut column = Column::new(len);
+            let list = list.as_ptr();
+            // SAFETY: borrowed items of a list the caller holds, below its
+            // length; reading runs no Python code, so the list keeps both.
+            let item = |i: usize| unsafe { ffi::PyList_GetItem(list, i as ffi::Py_ssize_t) };
+            // SAFETY: as above.
+            if unsafe { column.read(py, item, len)? }.is_none() {
                 return Ok(None);
             }
-            splits.push(values.len() as i64);
-        }
-        let splits = splits.into_pyarray(py).into_any().unbind();
-        let present =
-            (!present.iter().all(|&p| p)).then(|| present.into_pyarray(py).into_any().unbind());
-        let (kind, values) = match values {
+            column
+        } else {
+            let Ok(array) = rows.extract::<PyReadonlyArray1<'_, Py<PyAny>>>() else {
+                return Ok(None);
+            };
+            let Ok(items) = array.as_slice() else {
+                return Ok(None); // strided: the general path
+            };
+            let mut column = Column::new(items.len());
+            // SAFETY: the array, borrowed read-only, holds each item, and
+            // reading runs no Python code that could change it.
+            if unsafe { column.read(py, |i| items[i].as_ptr(), items.len())? }.is_none() {
+                return Ok(None);
+            }
+            column
+        };
+        let splits = column
+            .splits
+            .map(|s| s.into_pyarray(py).into_any().unbind());
+        let present = column
+            .present
+            .map(|p| p.into_pyarray(py).into_any().unbind());
+        let (kind, values) = match column.values {
             Values::None(_) => (
                 "none",
                 Vec::<i64>::new().into_pyarray(py).into_any().unbind(),
