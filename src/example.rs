@@ -537,10 +537,79 @@ pub fn map_key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         .cmp(b.iter().map(|&x| u16::from(x)).chain(end))
 }
 
+/// Byte strings as Arrow lays them out: value `i` is
+/// `data[offsets[i]..offsets[i + 1]]`. The offsets are checked when made, so
+/// reading a value never goes outside `data`.
+#[derive(Clone, Copy, Debug)]
+pub struct OffsetBytes<'a> {
+    offsets: &'a [i64],
+    data: &'a [u8],
+}
+
+impl<'a> OffsetBytes<'a> {
+    /// Checks that `offsets` (one more than the values) rise from 0 or more to
+    /// at most `data.len()`.
+    pub fn new(offsets: &'a [i64], data: &'a [u8]) -> Result<Self, String> {
+        if offsets.is_empty() {
+            return Err("string offsets must hold one more entry than the strings".into());
+        }
+        let bad = offsets.windows(2).position(|pair| pair[0] > pair[1]);
+        let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+        if let Some(i) = bad {
+            return Err(format!(
+                "string offsets {}..{} do not lie within the {} bytes of data",
+                offsets[i],
+                offsets[i + 1],
+                data.len()
+            ));
+        }
+        if first < 0 || last as u64 > data.len() as u64 {
+            return Err(format!(
+                "string offsets {first}..{last} do not lie within the {} bytes of data",
+                data.len()
+            ));
+        }
+        Ok(OffsetBytes { offsets, data })
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i`, and the data from its start on (which a copy may read past its end).
+    #[inline]
+    pub fn get(&self, i: usize) -> (&'a [u8], &'a [u8]) {
+        let (start, end) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        (&self.data[start..end], &self.data[start..])
+    }
+
+    /// The bytes values `start..end` take.
+    pub fn byte_len(&self, start: usize, end: usize) -> usize {
+        (self.offsets[end] - self.offsets[start]) as usize
+    }
+
+    /// Values `start..end`.
+    pub fn range(&self, start: usize, end: usize) -> Self {
+        OffsetBytes {
+            offsets: &self.offsets[start..=end],
+            data: self.data,
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
+        (0..self.len()).map(|i| self.get(i).0)
+    }
+}
+
 /// A feature's values, for encoding.
 #[derive(Clone, Copy, Debug)]
 pub enum Values<'a> {
     Bytes(&'a [&'a [u8]]),
+    Offsets(OffsetBytes<'a>),
     /// Byte strings stored as NumPy's fixed-width `S` dtype does: `width`-byte
     /// cells, each padded with trailing NULs (which are not part of the value).
     FixedBytes {
@@ -556,7 +625,7 @@ pub enum Values<'a> {
 impl Values<'_> {
     pub fn kind(&self) -> Kind {
         match self {
-            Values::Bytes(_) | Values::FixedBytes { .. } => Kind::Bytes,
+            Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => Kind::Bytes,
             Values::Float(_) => Kind::Float,
             Values::Double(_) => Kind::Double,
             Values::Int32(_) => Kind::Int32,
@@ -567,7 +636,7 @@ impl Values<'_> {
     /// Bytes of the packed payload (not for bytes lists).
     fn packed_len(&self) -> usize {
         match self {
-            Values::Bytes(_) | Values::FixedBytes { .. } => 0,
+            Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => 0,
             Values::Float(v) => 4 * v.len(),
             Values::Double(v) => 8 * v.len(),
             Values::Int32(v) => v.iter().map(|&x| varint_len(i64::from(x) as u64)).sum(),
@@ -578,6 +647,7 @@ impl Values<'_> {
     fn is_empty(&self) -> bool {
         match self {
             Values::Bytes(v) => v.is_empty(),
+            Values::Offsets(v) => v.is_empty(),
             Values::FixedBytes { data, .. } => data.is_empty(),
             Values::Float(v) => v.is_empty(),
             Values::Double(v) => v.is_empty(),
@@ -590,6 +660,7 @@ impl Values<'_> {
     pub fn list_len(&self) -> usize {
         match self {
             Values::Bytes(v) => v.iter().map(|b| len_field_size(1, b.len())).sum(),
+            Values::Offsets(v) => v.iter().map(|b| len_field_size(1, b.len())).sum(),
             Values::FixedBytes { data, width } => fixed_cells(data, *width)
                 .map(|b| len_field_size(1, b.len()))
                 .sum(),
@@ -606,6 +677,12 @@ impl Values<'_> {
     fn put_list_sized(&self, out: &mut Vec<u8>, packed_len: usize) {
         match self {
             Values::Bytes(v) => {
+                for b in v.iter() {
+                    put_len_header(out, 1, b.len());
+                    out.extend_from_slice(b);
+                }
+            }
+            Values::Offsets(v) => {
                 for b in v.iter() {
                     put_len_header(out, 1, b.len());
                     out.extend_from_slice(b);
@@ -637,7 +714,9 @@ impl Values<'_> {
                             put_varint(out, x as u64);
                         }
                     }),
-                    Values::Bytes(_) | Values::FixedBytes { .. } => unreachable!(),
+                    Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => {
+                        unreachable!()
+                    }
                 }
             }
         }
@@ -699,6 +778,7 @@ pub enum ScalarValues<'a> {
     Int64(&'a [i64]),
     Float(&'a [f32]),
     Bytes(&'a [&'a [u8]]),
+    Offsets(OffsetBytes<'a>),
     /// NumPy `S` cells of `width` bytes, trailing NULs not part of the value.
     FixedBytes {
         data: &'a [u8],
@@ -713,6 +793,7 @@ impl<'a> ScalarValues<'a> {
             Values::Int64(v) => Some(ScalarValues::Int64(v)),
             Values::Float(v) => Some(ScalarValues::Float(v)),
             Values::Bytes(v) => Some(ScalarValues::Bytes(v)),
+            Values::Offsets(v) => Some(ScalarValues::Offsets(v)),
             Values::FixedBytes { data, width } => Some(ScalarValues::FixedBytes { data, width }),
             Values::Double(_) | Values::Int32(_) => None,
         }
@@ -806,6 +887,7 @@ enum ScalarColumn<'a> {
     /// Prefixes for varint lengths 1 to 10 (index 0 unused).
     Int64(Vec<Prefix>, &'a [i64]),
     Bytes(BytesPlan, &'a [&'a [u8]]),
+    Offsets(BytesPlan, OffsetBytes<'a>),
     FixedBytes(BytesPlan, &'a [u8], usize),
 }
 
@@ -922,6 +1004,10 @@ impl<'a> ScalarRowPlan<'a> {
                         ScalarColumn::Bytes(BytesPlan::new(layout), x),
                         bytes_bound(layout),
                     ),
+                    ScalarValues::Offsets(x) => (
+                        ScalarColumn::Offsets(BytesPlan::new(layout), x),
+                        bytes_bound(layout),
+                    ),
                     ScalarValues::FixedBytes { data, width } => (
                         ScalarColumn::FixedBytes(BytesPlan::new(layout), data, width),
                         bytes_bound(layout) + width,
@@ -946,6 +1032,7 @@ impl<'a> ScalarRowPlan<'a> {
             .iter()
             .map(|c| match c {
                 ScalarColumn::Bytes(_, x) => x[rows.clone()].iter().map(|b| b.len()).sum(),
+                ScalarColumn::Offsets(_, x) => x.byte_len(rows.start, rows.end),
                 _ => 0,
             })
             .sum();
@@ -973,6 +1060,10 @@ impl<'a> ScalarRowPlan<'a> {
                     put_varint_at(out, at, value)
                 }
                 ScalarColumn::Bytes(plan, x) => plan.put(out, pos, x[row], x[row]),
+                ScalarColumn::Offsets(plan, x) => {
+                    let (value, readable) = x.get(row);
+                    plan.put(out, pos, value, readable)
+                }
                 ScalarColumn::FixedBytes(plan, data, width) => {
                     let (value, readable) = fixed_cell(data, *width, row);
                     plan.put(out, pos, value, readable)
@@ -1023,7 +1114,7 @@ impl Values<'_> {
     fn sizes(&self) -> (usize, usize) {
         let packed = self.packed_len();
         let list = match self {
-            Values::Bytes(_) | Values::FixedBytes { .. } => self.list_len(),
+            Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => self.list_len(),
             _ if self.is_empty() => 0,
             _ => len_field_size(1, packed),
         };
@@ -1160,6 +1251,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn offset_bytes_are_checked_when_made() {
+        let data = b"abcdef";
+        let strings = OffsetBytes::new(&[0, 2, 2, 6], data).unwrap();
+        assert_eq!(strings.iter().collect::<Vec<_>>(), [&b"ab"[..], b"", b"cdef"]);
+        assert_eq!(strings.range(1, 3).byte_len(0, 2), 4);
+        let mut list = Vec::new();
+        Values::Offsets(strings).put_list(&mut list);
+        let mut expected = Vec::new();
+        Values::Bytes(&[b"ab", b"", b"cdef"]).put_list(&mut expected);
+        assert_eq!(list, expected);
+        for bad in [&[][..], &[0, 7], &[-1, 2], &[0, 3, 2]] {
+            assert!(OffsetBytes::new(bad, data).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn scalar_row_plan_writes_what_put_row_writes() {
         let ints: Vec<i64> = vec![0, 1, 127, 128, -1, i64::MAX, i64::MIN, 300, 1 << 35];
         let floats: Vec<f32> = (0..ints.len()).map(|i| i as f32 * 0.25 - 1.0).collect();
@@ -1198,10 +1305,19 @@ mod tests {
                     c
                 })
                 .collect();
+            // The blobs again, laid out as Arrow lays strings out.
+            let data: Vec<u8> = blobs.concat();
+            let offsets: Vec<i64> = std::iter::once(0)
+                .chain(blobs.iter().scan(0, |end, b| {
+                    *end += b.len() as i64;
+                    Some(*end)
+                }))
+                .collect();
+            let offset_bytes = OffsetBytes::new(&offsets, &data).unwrap();
             // The first key is too long for any bytes entry to have one-byte lengths.
             let long_key = [b'a'; 130];
-            let keys: [&[u8]; 4] = [&long_key, b"bb", b"feature_with_a_long_name", b"z"];
-            let kinds = [Kind::Bytes, Kind::Float, Kind::Int64, Kind::Bytes];
+            let keys: [&[u8]; 5] = [&long_key, b"bb", b"feature_with_a_long_name", b"z", b"zz"];
+            let kinds = [Kind::Bytes, Kind::Float, Kind::Int64, Kind::Bytes, Kind::Bytes];
             let layouts: Vec<EntryLayout> = keys
                 .iter()
                 .zip(kinds)
@@ -1216,6 +1332,7 @@ mod tests {
                     data: &fixed,
                     width,
                 },
+                ScalarValues::Offsets(offset_bytes),
             ];
             let plan = ScalarRowPlan::new(&refs, &columns, wrap);
             for row in 0..ints.len() {
@@ -1230,6 +1347,7 @@ mod tests {
                         data: &fixed[row * width..(row + 1) * width],
                         width,
                     },
+                    Values::Bytes(&blobs[row..row + 1]),
                 ];
                 let entries: Vec<(&EntryLayout, Option<Values<'_>>)> = layouts
                     .iter()

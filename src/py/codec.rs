@@ -14,8 +14,8 @@ use crate::columns::{
 use crate::error::Error;
 use crate::example::{
     feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, map_key_order,
-    put_example, put_feature_map, put_sequence_example, Entry, Feature, Kind, Schema, Steps,
-    Values,
+    put_example, put_feature_map, put_sequence_example, Entry, Feature, Kind, OffsetBytes, Schema,
+    Steps, Values,
 };
 use crate::py::files::Payload;
 use crate::wire::{Malformed, Reader};
@@ -758,10 +758,13 @@ impl<'py> Held<'py> {
             Held::FixedBytes(a, width) => {
                 Flat::FixedBytes(a.as_slice().map_err(not_contiguous)?, *width)
             }
-            Held::OffsetBytes(offsets, data) => Flat::Bytes(offset_slices(
-                offsets.as_slice().map_err(not_contiguous)?,
-                data.as_slice().map_err(not_contiguous)?,
-            )?),
+            Held::OffsetBytes(offsets, data) => Flat::Offsets(
+                OffsetBytes::new(
+                    offsets.as_slice().map_err(not_contiguous)?,
+                    data.as_slice().map_err(not_contiguous)?,
+                )
+                .map_err(PyValueError::new_err)?,
+            ),
             Held::Float(a) => Flat::Float(a.as_slice().map_err(not_contiguous)?),
             Held::Double(a) => Flat::Double(a.as_slice().map_err(not_contiguous)?),
             Held::Int32(a) => Flat::Int32(a.as_slice().map_err(not_contiguous)?),
@@ -770,29 +773,10 @@ impl<'py> Held<'py> {
     }
 }
 
-/// The strings `offsets` delimit in `data`, each offset checked: a bad one is
-/// a `ValueError`, never a read outside `data`.
-fn offset_slices<'a>(offsets: &[i64], data: &'a [u8]) -> PyResult<Vec<&'a [u8]>> {
-    offsets
-        .windows(2)
-        .map(|pair| {
-            let (start, end) = (usize::try_from(pair[0]), usize::try_from(pair[1]));
-            match (start, end) {
-                (Ok(start), Ok(end)) if start <= end && end <= data.len() => Ok(&data[start..end]),
-                _ => Err(PyValueError::new_err(format!(
-                    "string offsets {}..{} do not lie within the {} bytes of data",
-                    pair[0],
-                    pair[1],
-                    data.len()
-                ))),
-            }
-        })
-        .collect()
-}
-
 /// A feature's flat values as plain slices.
 pub enum Flat<'a> {
     Bytes(Vec<&'a [u8]>),
+    Offsets(OffsetBytes<'a>),
     FixedBytes(&'a [u8], usize),
     Float(&'a [f32]),
     Double(&'a [f64]),
@@ -804,6 +788,7 @@ impl Flat<'_> {
     pub fn len(&self) -> usize {
         match self {
             Flat::Bytes(v) => v.len(),
+            Flat::Offsets(v) => v.len(),
             Flat::FixedBytes(data, width) => data.len() / (*width).max(1),
             Flat::Float(v) => v.len(),
             Flat::Double(v) => v.len(),
@@ -816,6 +801,7 @@ impl Flat<'_> {
     pub fn byte_len(&self) -> usize {
         match self {
             Flat::Bytes(v) => v.iter().map(|b| b.len()).sum(),
+            Flat::Offsets(v) => v.byte_len(0, v.len()),
             Flat::FixedBytes(data, _) => data.len(),
             Flat::Float(v) => 4 * v.len(),
             Flat::Double(v) => 8 * v.len(),
@@ -828,6 +814,7 @@ impl Flat<'_> {
     pub fn range(&self, start: usize, end: usize) -> Values<'_> {
         match self {
             Flat::Bytes(v) => Values::Bytes(&v[start..end]),
+            Flat::Offsets(v) => Values::Offsets(v.range(start, end)),
             Flat::FixedBytes(data, width) => Values::FixedBytes {
                 data: &data[start * width..end * width],
                 width: *width,
