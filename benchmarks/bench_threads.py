@@ -4,8 +4,9 @@
    columns (`read_examples`), against `TFRecordDataset(...).batch(1024)
    .map(parse_example)` at tf.data's defaults (every core). Target: >= 20 x.
 2. 150 KB records, the same. Target: >= 4 x.
-3. `write_examples` of the tutorial's rows from NumPy arrays, object arrays
-   (pandas' strings) and Python lists, each to a new file, against
+3. `write_examples` of the tutorial's rows from NumPy arrays, object arrays,
+   Python lists and a pandas DataFrame (its strings Arrow-backed, pandas 3's
+   default), each to a new file, against
    `tf.io.TFRecordWriter.write` of the same records already serialized.
    Target: >= 10 x for every input.
 4. Scaling: parse throughput with `rk.set_num_threads(n)` for n = 1, 2, ...
@@ -96,6 +97,14 @@ def main() -> None:
     columns = tutorial_columns(args.records)
     inputs = {"NumPy arrays": columns, "object arrays": dict(columns, feature2=columns["feature2"].astype(object)),
               "Python lists": {k: v.tolist() for k, v in columns.items()}}
+    try:
+        import pandas as pd
+
+        # Its strings as pandas 3 stores them by default (Arrow-backed); the bytes are the same.
+        inputs["pandas DataFrame"] = pd.DataFrame(dict(columns, feature2=pd.array(columns["feature2"].astype(str),
+                                                                                   dtype="string")))
+    except ImportError:
+        pass
     out, tf_out = DATA / "threads-written.tfrecord", DATA / "threads-written-tf.tfrecord"
 
     def remove(target):
@@ -112,7 +121,7 @@ def main() -> None:
     timed = best_of_each(contenders, args.repeats, setups)
     print(f"\n3. write_examples of {args.records:,} tutorial rows to a new file")
     for name, (seconds, _) in zip(inputs, timed):
-        line = f"   from {name:<16}{seconds:8.3f} s"
+        line = f"   from {name:<18}{seconds:8.3f} s"
         if tf:
             line += f"  {timed[-1][0] / seconds:5.1f} x TensorFlow's writer ({timed[-1][0]:.3f} s; target >= 10 x)"
         print(line)

@@ -142,6 +142,27 @@ def test_pandas_dataframe(tmp_path: Path) -> None:
     assert out["name"].tolist() == [b"a", b"b", b"c"]
 
 
+def test_pandas_columns_backed_by_arrow_or_a_mask(tmp_path: Path) -> None:
+    # pandas 3's strings, ArrowDtype and nullable integers go through Arrow: a
+    # missing value (None, NaN in a string column, pd.NA) is a missing feature.
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    frame = pd.DataFrame({
+        "text": pd.array(["a", None, "ccc"], dtype="string"),
+        "python_text": pd.array(["x", "y", None], dtype="string[python]"),
+        "count": pd.array([1, None, 3], dtype="Int64"),
+        "tags": pd.array([["p"], [], None], dtype=pd.ArrowDtype(pa.list_(pa.string()))),
+        "plain": [b"u", b"v", b"w"],
+    })
+    [path] = rk.write_examples(tmp_path / "p", frame)
+    decoded = [{k: list(v) for k, v in rk.decode_example(r).items()} for r in rk.TFRecordReader(path)]
+    assert decoded == [
+        {"text": [b"a"], "python_text": [b"x"], "count": [1], "tags": [b"p"], "plain": [b"u"]},
+        {"python_text": [b"y"], "tags": [], "plain": [b"v"]},
+        {"text": [b"ccc"], "count": [3], "plain": [b"w"]},
+    ]
+
+
 _keys = st.text("abcdefghij_", min_size=1, max_size=130)
 
 

@@ -354,6 +354,18 @@ def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None
     return len(rows_list), (kind, values, splits, None if present.all() else present)
 
 
+def _pandas_values(series: Any) -> Any:
+    """A pandas column for the writer. Columns backed by Arrow or with a missing-value
+    mask (pandas' strings since 3.0, ``ArrowDtype``, ``Int64`` ...) as the Arrow array
+    pandas converts them to: no Python object per value, and a missing value is a
+    missing feature. NumPy-backed columns as their NumPy array."""
+    if isinstance(series.dtype, np.dtype) or not hasattr(series.array, "__arrow_array__"):
+        return series.to_numpy()
+    import pyarrow as pa
+
+    return ("arrow", pa.array(series.array))
+
+
 def _plain_arrow(name: str, array: Any) -> Any:
     """Dictionary-encoded columns decoded; dates and times as int64 counts of their unit
     since the epoch (with a warning: a tf.train.Feature has no time type)."""
@@ -452,7 +464,7 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
     if module.startswith("pyarrow") and hasattr(columns, "column_names"):
         items = [(name, ("arrow", columns.column(name))) for name in columns.column_names]
     elif module.startswith("pandas"):
-        items = [(str(name), columns[name].to_numpy()) for name in columns.columns]
+        items = [(str(name), _pandas_values(columns[name])) for name in columns.columns]
     elif isinstance(columns, Mapping):
         items = list(columns.items())
     else:
@@ -631,7 +643,10 @@ def write_examples(
             a list of lists (or of arrays) is a variable-length list per row,
             with None for a row that lacks the feature. Integers and bools
             become ``int64_list``, floats ``float_list``, bytes and str
-            ``bytes_list``. A pyarrow Table or pandas DataFrame works too, and
+            ``bytes_list``. A pyarrow Table or pandas DataFrame works too (pandas
+            columns backed by Arrow or with missing values, such as pandas 3's
+            strings, through their Arrow form: a missing value is a missing
+            feature), and
             so do streams of Arrow record batches (a ``RecordBatchReader``, a
             DuckDB relation, a Polars frame, anything with
             ``__arrow_c_stream__``), written batch by batch with memory bounded
