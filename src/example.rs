@@ -1254,7 +1254,10 @@ mod tests {
     fn offset_bytes_are_checked_when_made() {
         let data = b"abcdef";
         let strings = OffsetBytes::new(&[0, 2, 2, 6], data).unwrap();
-        assert_eq!(strings.iter().collect::<Vec<_>>(), [&b"ab"[..], b"", b"cdef"]);
+        assert_eq!(
+            strings.iter().collect::<Vec<_>>(),
+            [&b"ab"[..], b"", b"cdef"]
+        );
         assert_eq!(strings.range(1, 3).byte_len(0, 2), 4);
         let mut list = Vec::new();
         Values::Offsets(strings).put_list(&mut list);
@@ -1317,7 +1320,13 @@ mod tests {
             // The first key is too long for any bytes entry to have one-byte lengths.
             let long_key = [b'a'; 130];
             let keys: [&[u8]; 5] = [&long_key, b"bb", b"feature_with_a_long_name", b"z", b"zz"];
-            let kinds = [Kind::Bytes, Kind::Float, Kind::Int64, Kind::Bytes, Kind::Bytes];
+            let kinds = [
+                Kind::Bytes,
+                Kind::Float,
+                Kind::Int64,
+                Kind::Bytes,
+                Kind::Bytes,
+            ];
             let layouts: Vec<EntryLayout> = keys
                 .iter()
                 .zip(kinds)

@@ -355,15 +355,15 @@ def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None
 
 
 def _pandas_values(series: Any) -> Any:
-    """A pandas column for the writer. Columns backed by Arrow or with a missing-value
-    mask (pandas' strings since 3.0, ``ArrowDtype``, ``Int64`` ...) as the Arrow array
-    pandas converts them to: no Python object per value, and a missing value is a
-    missing feature. NumPy-backed columns as their NumPy array."""
-    if isinstance(series.dtype, np.dtype) or not hasattr(series.array, "__arrow_array__"):
+    """A pandas column for the writer. NumPy-backed columns as their NumPy array;
+    the others (pandas' strings since 3.0, ``ArrowDtype``, ``Int64``, categoricals
+    ...) as the Arrow array pyarrow makes of them: no Python object per value, and
+    a missing value is a missing feature."""
+    if isinstance(series.dtype, np.dtype):
         return series.to_numpy()
     import pyarrow as pa
 
-    return ("arrow", pa.array(series.array))
+    return ("arrow", pa.Array.from_pandas(series))
 
 
 def _plain_arrow(name: str, array: Any) -> Any:
@@ -644,9 +644,8 @@ def write_examples(
             with None for a row that lacks the feature. Integers and bools
             become ``int64_list``, floats ``float_list``, bytes and str
             ``bytes_list``. A pyarrow Table or pandas DataFrame works too (pandas
-            columns backed by Arrow or with missing values, such as pandas 3's
-            strings, through their Arrow form: a missing value is a missing
-            feature), and
+            columns not backed by NumPy, such as pandas 3's strings, through
+            their Arrow form: a missing value is a missing feature), and
             so do streams of Arrow record batches (a ``RecordBatchReader``, a
             DuckDB relation, a Polars frame, anything with
             ``__arrow_c_stream__``), written batch by batch with memory bounded
