@@ -965,10 +965,8 @@ mod timing {
     use super::*;
     use crate::example::{put_example, Values};
 
-    /// `cargo test --release columns::timing -- --ignored --nocapture`
-    #[test]
-    #[ignore]
-    fn parse_speed() {
+    /// 200 000 of the tutorial's Examples, and requests for their four features.
+    fn tutorial_records() -> (Vec<Vec<u8>>, Vec<Request>) {
         let names: [&[u8]; 5] = [b"cat", b"dog", b"chicken", b"horse", b"goat"];
         let records: Vec<Vec<u8>> = (0..200_000i64)
             .map(|i| {
@@ -987,8 +985,7 @@ mod timing {
                 out
             })
             .collect();
-        let slices: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
-        let requests: Vec<Request> = ["feature0", "feature1", "feature2", "feature3"]
+        let requests = ["feature0", "feature1", "feature2", "feature3"]
             .iter()
             .zip([DType::Int64, DType::Int64, DType::Bytes, DType::Float32])
             .map(|(k, d)| Request {
@@ -996,6 +993,15 @@ mod timing {
                 dtype: d,
             })
             .collect();
+        (records, requests)
+    }
+
+    /// `cargo test --release columns::timing -- --ignored --nocapture --test-threads=1`
+    #[test]
+    #[ignore]
+    fn parse_speed() {
+        let (records, requests) = tutorial_records();
+        let slices: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
         // As the Python module does (`py::memory`): freed large buffers are kept for reuse.
         std::hint::black_box(Vec::<u8>::with_capacity((32 << 20) - (8 << 10)));
         for size in [1024usize, 1024, 8192, 65536] {
@@ -1019,5 +1025,83 @@ mod timing {
             println!("parse_examples_parallel, {threads} threads, owned: {ns:.0} ns/record");
         }
         crate::threads::set(None);
+    }
+
+    /// The CPU time this thread has used, in seconds.
+    #[cfg(unix)]
+    fn thread_cpu_seconds() -> f64 {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid, writable timespec, and the clock id is a
+        // constant that every Unix we build for knows.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9
+    }
+
+    /// Whether threads slow each other down, apart from how work is split:
+    /// each thread does the same whole work, and prints its wall and CPU
+    /// time. `crc`: CRC-32C of each record; `walk`: the entry walk of each
+    /// Example with no output; `parse`: `parse_examples` in batches of 65 536.
+    /// Equal times for 1 and N threads mean the cores scale for that loop.
+    /// `cargo test --release columns::timing::same_work -- --ignored --nocapture --test-threads=1`
+    #[cfg(unix)]
+    #[test]
+    #[ignore]
+    fn same_work_on_each_thread() {
+        let (records, requests) = tutorial_records();
+        let slices: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for work in ["crc", "walk", "parse"] {
+            for threads in [1, 2, cores] {
+                let times: Vec<(f64, f64)> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = (0..threads)
+                        .map(|_| {
+                            let (slices, requests) = (&slices, &requests);
+                            scope.spawn(move || {
+                                let (wall, cpu) = (std::time::Instant::now(), thread_cpu_seconds());
+                                // 20 passes: long enough to outlast the VM's jitter.
+                                for chunk in (0..20).flat_map(|_| slices.chunks(65536)) {
+                                    match work {
+                                        "crc" => {
+                                            let x =
+                                                chunk.iter().fold(0, |x, r| x ^ crc32c::crc32c(r));
+                                            std::hint::black_box(x);
+                                        }
+                                        "walk" => {
+                                            let mut n = 0usize;
+                                            for r in chunk {
+                                                crate::example::for_each_canonical_entry(
+                                                    r,
+                                                    &mut |e| n += e.key.len(),
+                                                );
+                                            }
+                                            std::hint::black_box(n);
+                                        }
+                                        _ => {
+                                            std::hint::black_box(
+                                                parse_examples(chunk, requests, Schema::TensorFlow)
+                                                    .unwrap(),
+                                            );
+                                        }
+                                    }
+                                }
+                                (wall.elapsed().as_secs_f64(), thread_cpu_seconds() - cpu)
+                            })
+                        })
+                        .collect();
+                    handles.into_iter().map(|h| h.join().unwrap()).collect()
+                });
+                let shown: Vec<String> = times
+                    .iter()
+                    .map(|(wall, cpu)| format!("{:.0}/{:.0}", wall * 1e3, cpu * 1e3))
+                    .collect();
+                println!(
+                    "{work:>5}, {threads:>2} threads, ms wall/CPU each: {}",
+                    shown.join(" ")
+                );
+            }
+        }
     }
 }
