@@ -105,11 +105,11 @@ def removal(path: Path) -> Callable[[], None]:
     return lambda: path.unlink(missing_ok=True)
 
 
-def tensorflow_writer(tf, records: list[bytes], path: Path) -> Callable[[], None]:
+def tensorflow_writer(tf, records: list[bytes], path: Path, compression: str = "") -> Callable[[], None]:
     """TensorFlow's side of a write benchmark: ``tf.io.TFRecordWriter`` writing
-    ``records``, already serialized, to ``path``."""
+    ``records``, already serialized, to ``path`` (``compression``: "", "GZIP" or "ZLIB")."""
     def write() -> None:
-        with tf.io.TFRecordWriter(str(path)) as writer:
+        with tf.io.TFRecordWriter(str(path), options=compression) as writer:
             for record in records:
                 writer.write(record)
     return write

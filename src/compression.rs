@@ -221,20 +221,226 @@ impl<R: Read> Read for Inflater<R> {
     }
 }
 
+/// Input bytes per deflate block. Each block is compressed on its own, on
+/// any thread, and the blocks are joined into one stream, as pigz does: every
+/// block but the last ends with a sync flush (byte-aligned, not final), so the
+/// joined blocks are one valid deflate stream, and one header and one trailer
+/// (the checksums of the blocks combined) frame it. Block boundaries depend on
+/// the input alone, so the file is the same for every thread count. Without
+/// the previous block's history, a block compresses a little worse than one
+/// continuous stream would (measured in the tests: within 1%).
+const BLOCK: usize = 1 << 20;
+
+/// How a deflate stream is framed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    Gzip,
+    Zlib,
+}
+
+impl Framing {
+    /// The checksum of no bytes.
+    fn empty_check(self) -> u32 {
+        match self {
+            Framing::Gzip => 0,
+            Framing::Zlib => 1,
+        }
+    }
+
+    fn check(self, data: &[u8]) -> u32 {
+        match self {
+            Framing::Gzip => zlib_rs::crc32::crc32(0, data),
+            Framing::Zlib => zlib_rs::adler32::adler32(1, data),
+        }
+    }
+
+    /// The checksum of `a`'s bytes followed by `len_b` bytes whose checksum is `b`.
+    fn combine(self, a: u32, b: u32, len_b: u64) -> u32 {
+        match self {
+            Framing::Gzip => zlib_rs::crc32::crc32_combine(a, b, len_b),
+            Framing::Zlib => zlib_rs::adler32::adler32_combine(a, b, len_b),
+        }
+    }
+
+    fn header(self) -> &'static [u8] {
+        match self {
+            // Deflate, no flags, no time, default level, unknown system: as flate2 writes it.
+            Framing::Gzip => &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff],
+            // 32 KB window, default level, the header's own check bits.
+            Framing::Zlib => &[0x78, 0x9c],
+        }
+    }
+
+    fn trailer(self, check: u32, total: u64) -> Vec<u8> {
+        match self {
+            Framing::Gzip => [check.to_le_bytes(), (total as u32).to_le_bytes()].concat(),
+            Framing::Zlib => check.to_be_bytes().to_vec(),
+        }
+    }
+}
+
+/// Compresses `block` on its own as raw deflate: sync-flushed, or with
+/// `last`, the stream's final block. Returns the bytes and their checksum.
+fn deflate_block(block: &[u8], last: bool, framing: Framing) -> (Vec<u8>, u32) {
+    let mut deflater = flate2::Compress::new(flate2::Compression::default(), false);
+    let flush = if last {
+        flate2::FlushCompress::Finish
+    } else {
+        flate2::FlushCompress::Sync
+    };
+    let mut out = Vec::with_capacity(block.len() / 2 + 64);
+    loop {
+        let read = deflater.total_in() as usize;
+        if out.len() == out.capacity() {
+            out.reserve(out.capacity().max(64));
+        }
+        let status = deflater
+            .compress_vec(&block[read..], &mut out, flush)
+            .expect("deflate takes any input");
+        let done = deflater.total_in() as usize == block.len();
+        // Done when the input is in and the flush has fully come out (room was left).
+        if done && (status == flate2::Status::StreamEnd || (!last && out.len() < out.capacity())) {
+            break;
+        }
+    }
+    (out, framing.check(block))
+}
+
+/// A deflate stream in gzip or zlib framing, compressed a block at a time,
+/// the blocks of a batch on every core.
+pub struct BlockDeflater<W: Write> {
+    inner: W,
+    framing: Framing,
+    /// Input not yet compressed: less than a batch of blocks.
+    pending: Vec<u8>,
+    check: u32,
+    total: u64,
+    header_written: bool,
+}
+
+impl<W: Write> BlockDeflater<W> {
+    fn new(inner: W, framing: Framing) -> Self {
+        BlockDeflater {
+            inner,
+            framing,
+            pending: Vec::new(),
+            check: framing.empty_check(),
+            total: 0,
+            header_written: false,
+        }
+    }
+
+    /// Input held before a batch is compressed: two blocks for each thread,
+    /// so that threads taking blocks in turn even out.
+    fn batch() -> usize {
+        2 * BLOCK * crate::threads::available()
+    }
+
+    /// Compresses the pending input's first `len` bytes (whole blocks, but
+    /// for the stream's end) and writes them; with `last`, ends the stream.
+    fn compress(&mut self, len: usize, last: bool) -> io::Result<()> {
+        let framing = self.framing;
+        let blocks: Vec<&[u8]> = if len == 0 {
+            vec![&[][..]] // only to end the stream
+        } else {
+            self.pending[..len].chunks(BLOCK).collect()
+        };
+        let count = blocks.len();
+        let threads = crate::threads::available().min(count);
+        let compressed: Vec<(Vec<u8>, u32)> = if threads <= 1 {
+            blocks
+                .iter()
+                .enumerate()
+                .map(|(i, b)| deflate_block(b, last && i + 1 == count, framing))
+                .collect()
+        } else {
+            // Threads take blocks in turn (the caller's among them), so one slow
+            // block holds up one thread, not a fixed share of the batch.
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let work = || {
+                let mut done = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(block) = blocks.get(i) else {
+                        break done;
+                    };
+                    done.push((i, deflate_block(block, last && i + 1 == count, framing)));
+                }
+            };
+            let mut done = std::thread::scope(|scope| {
+                let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+                let mut done = work();
+                for helper in helpers {
+                    done.extend(
+                        helper
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    );
+                }
+                done
+            });
+            done.sort_unstable_by_key(|(i, _)| *i);
+            done.into_iter().map(|(_, block)| block).collect()
+        };
+        if !self.header_written {
+            self.inner.write_all(framing.header())?;
+            self.header_written = true;
+        }
+        for (block, (bytes, check)) in blocks.iter().zip(&compressed) {
+            self.inner.write_all(bytes)?;
+            self.check = framing.combine(self.check, *check, block.len() as u64);
+            self.total += block.len() as u64;
+        }
+        self.pending.drain(..len);
+        if last {
+            let trailer = framing.trailer(self.check, self.total);
+            self.inner.write_all(&trailer)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the stream and returns the inner writer, unflushed.
+    fn finish(mut self) -> io::Result<W> {
+        self.compress(self.pending.len(), true)?;
+        Ok(self.inner)
+    }
+}
+
+impl<W: Write> Write for BlockDeflater<W> {
+    /// Takes at most what fills the batch, so memory stays one batch however large `buf` is.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let batch = Self::batch();
+        let taken = buf.len().min(batch - self.pending.len().min(batch - 1));
+        self.pending.extend_from_slice(&buf[..taken]);
+        if self.pending.len() >= batch {
+            let whole = self.pending.len() / BLOCK * BLOCK;
+            self.compress(whole, false)?;
+        }
+        Ok(taken)
+    }
+
+    /// Compresses what is pending (sync-flushed), so that every byte written
+    /// so far can be decoded from what is on disk.
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            self.compress(self.pending.len(), false)?;
+        }
+        self.inner.flush()
+    }
+}
+
 /// A writer that compresses everything written to it into one stream.
 pub enum Encoder<W: Write> {
     Plain(W),
-    Gzip(flate2::write::GzEncoder<W>),
-    Zlib(flate2::write::ZlibEncoder<W>),
+    Deflate(BlockDeflater<W>),
 }
 
 impl<W: Write> Encoder<W> {
     pub fn new(inner: W, kind: Compression) -> Self {
-        let level = flate2::Compression::default();
         match kind {
             Compression::None => Encoder::Plain(inner),
-            Compression::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(inner, level)),
-            Compression::Zlib => Encoder::Zlib(flate2::write::ZlibEncoder::new(inner, level)),
+            Compression::Gzip => Encoder::Deflate(BlockDeflater::new(inner, Framing::Gzip)),
+            Compression::Zlib => Encoder::Deflate(BlockDeflater::new(inner, Framing::Zlib)),
         }
     }
 
@@ -242,8 +448,7 @@ impl<W: Write> Encoder<W> {
     pub fn finish(self) -> io::Result<W> {
         let mut inner = match self {
             Encoder::Plain(w) => w,
-            Encoder::Gzip(e) => e.finish()?,
-            Encoder::Zlib(e) => e.finish()?,
+            Encoder::Deflate(d) => d.finish()?,
         };
         inner.flush()?;
         Ok(inner)
@@ -254,16 +459,7 @@ impl<W: Write> Write for Encoder<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Encoder::Plain(w) => w.write(buf),
-            Encoder::Gzip(e) => e.write(buf),
-            Encoder::Zlib(e) => e.write(buf),
-        }
-    }
-
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match self {
-            Encoder::Plain(w) => w.write_all(buf),
-            Encoder::Gzip(e) => e.write_all(buf),
-            Encoder::Zlib(e) => e.write_all(buf),
+            Encoder::Deflate(d) => d.write(buf),
         }
     }
 
@@ -272,8 +468,7 @@ impl<W: Write> Write for Encoder<W> {
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Encoder::Plain(w) => w.flush(),
-            Encoder::Gzip(e) => e.flush(),
-            Encoder::Zlib(e) => e.flush(),
+            Encoder::Deflate(d) => d.flush(),
         }
     }
 }
@@ -304,6 +499,84 @@ mod tests {
             let (out, fault) = inflate(kind, &compress(kind, &data));
             assert_eq!(fault, None);
             assert_eq!(out, data);
+        }
+    }
+
+    /// 3.5 blocks of text-like bytes: compressible, but not trivially.
+    fn several_blocks() -> Vec<u8> {
+        let words: [&[u8]; 6] = [b"cat ", b"dog ", b"chicken ", b"horse ", b"goat ", b"\n"];
+        let mut state = 12345u64;
+        let mut data = Vec::new();
+        while data.len() < BLOCK * 7 / 2 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            data.extend_from_slice(words[(state >> 59) as usize % words.len()]);
+            data.extend_from_slice(&(state >> 40).to_le_bytes()[..2]);
+        }
+        data
+    }
+
+    #[test]
+    fn blocks_deflated_on_threads_make_one_stream_the_same_for_every_thread_count() {
+        let data = several_blocks();
+        for kind in [Compression::Gzip, Compression::Zlib] {
+            let outputs: Vec<Vec<u8>> = [1, 2, 3]
+                .iter()
+                .map(|&threads| {
+                    crate::threads::set(Some(threads));
+                    let out = compress(kind, &data);
+                    crate::threads::set(None);
+                    out
+                })
+                .collect();
+            assert!(outputs.iter().all(|o| *o == outputs[0]), "{kind:?}");
+            // Our reader, and flate2's own decoders (which check the trailer).
+            let (out, fault) = inflate(kind, &outputs[0]);
+            assert_eq!((out == data, fault), (true, None));
+            let mut decoded = Vec::new();
+            match kind {
+                Compression::Gzip => flate2::read::GzDecoder::new(&outputs[0][..])
+                    .read_to_end(&mut decoded)
+                    .unwrap(),
+                _ => flate2::read::ZlibDecoder::new(&outputs[0][..])
+                    .read_to_end(&mut decoded)
+                    .unwrap(),
+            };
+            assert!(decoded == data, "{kind:?}");
+            // The cost of blocks without the history before them.
+            let mut whole =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            whole.write_all(&data).unwrap();
+            let whole = whole.finish().unwrap().len() as f64;
+            assert!(
+                (outputs[0].len() as f64) < whole * 1.01,
+                "{} against {whole}",
+                outputs[0].len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_flush_makes_everything_written_so_far_readable() {
+        let data = several_blocks();
+        for kind in [Compression::Gzip, Compression::Zlib] {
+            let mut encoder = Encoder::new(Vec::new(), kind);
+            let part = BLOCK + BLOCK / 2; // a block and a half: the half is pending until the flush
+            encoder.write_all(&data[..part]).unwrap();
+            encoder.flush().unwrap();
+            let Encoder::Deflate(d) = &encoder else {
+                unreachable!()
+            };
+            let (out, fault) = inflate(kind, &d.inner);
+            assert!(out == data[..part], "{kind:?}");
+            assert!(
+                matches!(fault, Some(StreamFault::Truncated(_))),
+                "{fault:?}"
+            );
+            encoder.write_all(&data[part..]).unwrap();
+            let (out, fault) = inflate(kind, &encoder.finish().unwrap());
+            assert_eq!((out == data, fault), (true, None));
         }
     }
 

@@ -139,6 +139,48 @@ def test_many_records_cross_batch_boundaries(tmp_path: Path) -> None:
 # --- multi-member gzip, concatenation, stricter-than-TensorFlow endings ---------
 
 
+def _records_over_several_blocks() -> list[bytes]:
+    """About 5 MB of records: compressed output spans several 1 MiB deflate blocks."""
+    rng = __import__("random").Random(3)
+    words = [b"cat", b"dog", b"chicken", b"horse", b"goat"]
+    return [b" ".join(rng.choice(words) for _ in range(rng.randrange(1, 400))) for _ in range(6000)]
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_compressed_output_over_many_blocks_is_one_stream_for_every_thread_count(tmp_path, compression) -> None:
+    # Deflated in 1 MiB blocks on every core and joined: the same bytes for any
+    # thread count, one stream that Python's own gzip and zlib decode whole.
+    records = _records_over_several_blocks()
+    outputs = []
+    for threads in (1, 2, 7):
+        rk.set_num_threads(threads)
+        try:
+            path = write(tmp_path / f"{threads}.tfrecord", records, compression)
+        finally:
+            rk.set_num_threads(None)
+        outputs.append(path.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    decoded = gzip.decompress(outputs[0]) if compression == "gzip" else zlib.decompress(outputs[0])
+    assert decoded == frame_tfrecord(records)
+    assert list(rk.TFRecordReader(tmp_path / "2.tfrecord")) == records
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_a_flushed_compressed_file_can_be_read_up_to_the_flush(tmp_path, compression) -> None:
+    records = _records_over_several_blocks()
+    path = tmp_path / "flushed.tfrecord"
+    writer = rk.TFRecordWriter(path, compression=compression)
+    writer.write_many(records[:4000])
+    writer.flush()
+    # While the writer is open the file is staged beside its name; read what is on disk.
+    [staged] = [p for p in tmp_path.iterdir() if p.name != "flushed.tfrecord"]
+    got, error = read_all(staged, compression=compression)
+    assert got == records[:4000] and error is not None  # no end marker yet: reported, never silent
+    writer.write_many(records[4000:])
+    writer.close()
+    assert list(rk.TFRecordReader(path)) == records
+
+
 def test_concatenated_gzip_files_read_whole(tmp_path: Path) -> None:
     a = write(tmp_path / "a.gz", [b"one", b"two"], "gzip").read_bytes()
     b = write(tmp_path / "b.gz", [b"three"], "gzip").read_bytes()

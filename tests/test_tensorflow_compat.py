@@ -45,6 +45,25 @@ def test_tensorflow_reads_what_recordkit_writes(tmp_path: Path, compression: str
     assert tf_read(path, compression) == (RECORDS, None)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_tensorflow_reads_compressed_output_of_many_blocks(tmp_path: Path, compression: str, threads: int) -> None:
+    # About 5 MB of records: deflated in 1 MiB blocks (on every core) joined
+    # into one stream, with a flush point in the middle.
+    rng = random.Random(11)
+    records = [rng.randbytes(rng.randrange(0, 64)) * rng.randrange(1, 40) for _ in range(5000)]
+    path = tmp_path / "blocks.tfrecord"
+    rk.set_num_threads(threads)
+    try:
+        with rk.TFRecordWriter(path, compression=compression) as writer:
+            writer.write_many(records[:2000])
+            writer.flush()
+            writer.write_many(records[2000:])
+    finally:
+        rk.set_num_threads(None)
+    assert tf_read(path, compression) == (records, None)
+
+
 @pytest.mark.parametrize("compression", [None, "gzip", "zlib"])
 def test_recordkit_reads_what_tensorflow_writes(tmp_path: Path, compression: str | None) -> None:
     path = tmp_path / "tf.tfrecord"
