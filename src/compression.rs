@@ -331,9 +331,10 @@ impl<W: Write> BlockDeflater<W> {
     }
 
     /// Input held before a batch is compressed: two blocks for each thread,
-    /// so that threads taking blocks in turn even out.
+    /// so that threads taking blocks in turn even out; at most 64 MiB however
+    /// many cores there are.
     fn batch() -> usize {
-        2 * BLOCK * crate::threads::available()
+        2 * BLOCK * crate::threads::available().min(32)
     }
 
     /// Compresses the pending input's first `len` bytes (whole blocks, but
