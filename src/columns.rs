@@ -392,30 +392,12 @@ pub fn parse_examples_parallel<'a, T: Runs>(
     }
     let run = RECORDS_PER_THREAD.max(records.len().div_ceil(threads * 4));
     let runs: Vec<&[&'a [u8]]> = records.chunks(run).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let work = || {
-        let mut done = Vec::new();
-        loop {
-            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(chunk) = runs.get(k) else { break done };
-            done.push((k, parse_examples(chunk, requests, schema).map(&finish)));
-        }
-    };
-    let mut parts: Vec<(usize, Result<T, ParseFailure>)> = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
-        let mut parts = work();
-        for helper in helpers {
-            parts.extend(
-                helper
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            );
-        }
-        parts
+    let parts = crate::threads::map_in_turn(&runs, threads, |_, chunk| {
+        parse_examples(chunk, requests, schema).map(&finish)
     });
-    parts.sort_unstable_by_key(|(k, _)| *k);
     let mut parts = parts
         .into_iter()
+        .enumerate()
         .map(|(k, part)| part.map_err(|failure| failure.shifted(k * run)))
         .collect::<Result<Vec<T>, ParseFailure>>()?
         .into_iter();

@@ -348,41 +348,9 @@ impl<W: Write> BlockDeflater<W> {
         };
         let count = blocks.len();
         let threads = crate::threads::available().min(count);
-        let compressed: Vec<(Vec<u8>, u32)> = if threads <= 1 {
-            blocks
-                .iter()
-                .enumerate()
-                .map(|(i, b)| deflate_block(b, last && i + 1 == count, framing))
-                .collect()
-        } else {
-            // Threads take blocks in turn (the caller's among them), so one slow
-            // block holds up one thread, not a fixed share of the batch.
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let work = || {
-                let mut done = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(block) = blocks.get(i) else {
-                        break done;
-                    };
-                    done.push((i, deflate_block(block, last && i + 1 == count, framing)));
-                }
-            };
-            let mut done = std::thread::scope(|scope| {
-                let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
-                let mut done = work();
-                for helper in helpers {
-                    done.extend(
-                        helper
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    );
-                }
-                done
-            });
-            done.sort_unstable_by_key(|(i, _)| *i);
-            done.into_iter().map(|(_, block)| block).collect()
-        };
+        let compressed = crate::threads::map_in_turn(&blocks, threads, |i, block| {
+            deflate_block(block, last && i + 1 == count, framing)
+        });
         if !self.header_written {
             self.inner.write_all(framing.header())?;
             self.header_written = true;

@@ -45,6 +45,40 @@ pub fn chosen() -> bool {
     CHOSEN.load(Ordering::Relaxed) != 0 || from_environment().is_some()
 }
 
+/// `f(i, &items[i])` for every item, on `threads` threads (the caller's
+/// among them) that take items in turn, so that one slow item holds up one
+/// thread, not a fixed share; the results in the items' order. A panic in any
+/// thread is raised again here.
+pub fn map_in_turn<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(usize, &T) -> R + Sync,
+) -> Vec<R> {
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(i) else { break done };
+            done.push((i, f(i, item)));
+        }
+    };
+    let mut done = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mut done = work();
+        for helper in helpers {
+            done.extend(
+                helper
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        done
+    });
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, result)| result).collect()
+}
+
 /// Bytes per thread below which a pass over them (a copy, CRC checks) is not
 /// worth splitting: starting a thread costs tens of microseconds.
 pub const BYTES_PER_THREAD: usize = 4 << 20;
