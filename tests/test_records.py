@@ -399,6 +399,39 @@ def test_missing_file_is_file_not_found(tmp_path: Path) -> None:
 # --- sources: pathlib, file objects, URLs ------------------------------------------
 
 
+class _FullDisk(io.RawIOBase):
+    """A sink that takes ``room`` bytes, then fails as a full disk does."""
+
+    def __init__(self, room: int) -> None:
+        self.room, self.taken = room, bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        if len(self.taken) + len(b) > self.room:
+            raise OSError(28, "No space left on device")
+        self.taken += b
+        return len(b)
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_a_failed_write_stops_the_writer(compression: str | None) -> None:
+    # After a failed write the sink ends in part of a record (or mid-stream):
+    # no later write may follow it, and close must fail rather than finish it.
+    sink = _FullDisk(room=3 << 20)
+    writer = rk.TFRecordWriter(sink, compression=compression)
+    big = bytes(range(256)) * 4096  # 1 MiB, compressible only so far
+    with pytest.raises(OSError, match="No space left"):
+        for _ in range(64):
+            writer.write(big + os.urandom(1 << 20))
+            writer.flush()
+    with pytest.raises(ValueError, match="stopped at an earlier error"):
+        writer.write(b"one more")
+    with pytest.raises(ValueError, match="stopped at an earlier error"):
+        writer.close()
+
+
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 def test_file_objects(tmp_path: Path, compression: str | None) -> None:
     buffer = io.BytesIO()

@@ -386,6 +386,10 @@ type Sink = Encoder<BufWriter<Box<dyn Write + Send + Sync>>>;
 #[pyclass(module = "recordkit._native", name = "RecordWriter")]
 pub struct PyRecordWriter {
     sink: Option<Sink>,
+    /// Why an earlier write failed. The file then ends in part of a record
+    /// (or in the middle of a compressed stream): no later write may follow
+    /// it, and `close` must fail, so that the file is not kept.
+    failure: Option<String>,
     format: Format,
     name: String,
     records: u64,
@@ -490,7 +494,33 @@ const WRITE_BATCH_RECORDS: usize = 4096;
 const WRITE_BATCH_BYTES: usize = 16 << 20;
 const WRITE_BUFFER: usize = 1 << 20;
 
+/// The writer's open sink, or why it has none.
+fn open_sink<'a>(
+    sink: &'a mut Option<Sink>,
+    failure: &Option<String>,
+    name: &str,
+) -> Result<&'a mut Sink> {
+    match (sink, failure) {
+        (_, Some(failure)) => Err(Error::Closed(format!(
+            "the writer for '{name}' stopped at an earlier error ({failure}); what it wrote is \
+             incomplete and is not kept"
+        ))),
+        (Some(sink), None) => Ok(sink),
+        (None, None) => Err(Error::Closed(format!("the writer for '{name}' is closed"))),
+    }
+}
+
 impl PyRecordWriter {
+    /// `result`, keeping its error (if any) as the reason the writer can no
+    /// longer be used.
+    fn unless_failed<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(error) = &result {
+            self.failure = Some(error.to_string());
+            self.sink = None;
+        }
+        result
+    }
+
     fn write_payloads(&mut self, py: Python<'_>, payloads: &[Payload]) -> PyResult<()> {
         let format = self.format;
         if format == Format::OfRecord && payloads.iter().any(|p| p.is_empty()) {
@@ -500,11 +530,8 @@ impl PyRecordWriter {
             .into());
         }
         let name = &self.name;
-        let sink = self
-            .sink
-            .as_mut()
-            .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
-        py.detach(|| {
+        let sink = open_sink(&mut self.sink, &self.failure, name)?;
+        let written = py.detach(|| {
             payloads
                 .iter()
                 .try_for_each(|p| match format {
@@ -515,7 +542,8 @@ impl PyRecordWriter {
                     path: name.clone(),
                     source,
                 })
-        })?;
+        });
+        self.unless_failed(written)?;
         self.records += payloads.len() as u64;
         self.bytes += payloads
             .iter()
@@ -557,6 +585,7 @@ impl PyRecordWriter {
             let sink = Encoder::new(BufWriter::with_capacity(WRITE_BUFFER, out), compression);
             Ok(PyRecordWriter {
                 sink: Some(sink),
+                failure: None,
                 format,
                 name,
                 records: 0,
@@ -655,10 +684,7 @@ impl PyRecordWriter {
             }
             let format = self.format;
             let name = &self.name;
-            let sink = self
-                .sink
-                .as_mut()
-                .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
+            let sink = open_sink(&mut self.sink, &self.failure, name)?;
             // The values are borrowed from NumPy arrays while the GIL is released:
             // like any C extension, this assumes no other thread resizes them meanwhile.
             let written = py.detach(|| -> Result<u64> {
@@ -738,7 +764,8 @@ impl PyRecordWriter {
                     Ok(())
                 })?;
                 Ok(written)
-            })?;
+            });
+            let written = self.unless_failed(written)?;
             self.records += rows as u64;
             self.bytes += written;
             Ok(rows as u64)
@@ -749,28 +776,32 @@ impl PyRecordWriter {
     fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
         crate::py::errors::guard(|| {
             let name = &self.name;
-            let sink = self
-                .sink
-                .as_mut()
-                .ok_or_else(|| Error::Closed(format!("the writer for '{name}' is closed")))?;
-            py.detach(|| sink.flush()).map_err(|source| Error::Io {
+            let sink = open_sink(&mut self.sink, &self.failure, name)?;
+            let flushed = py.detach(|| sink.flush()).map_err(|source| Error::Io {
                 path: name.clone(),
                 source,
-            })?;
+            });
+            self.unless_failed(flushed)?;
             Ok(())
         })
     }
 
-    /// Ends the compressed stream and flushes everything. Idempotent.
+    /// Ends the compressed stream and flushes everything. Idempotent, but
+    /// after a failed write it fails every time: the file is incomplete.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         crate::py::errors::guard(|| {
+            if self.failure.is_some() {
+                open_sink(&mut self.sink, &self.failure, &self.name)?;
+            }
             if let Some(sink) = self.sink.take() {
                 let name = &self.name;
-                py.detach(|| sink.finish().and_then(|mut w| w.flush()))
+                let finished = py
+                    .detach(|| sink.finish().and_then(|mut w| w.flush()))
                     .map_err(|source| Error::Io {
                         path: name.clone(),
                         source,
-                    })?;
+                    });
+                self.unless_failed(finished)?;
             }
             Ok(())
         })
