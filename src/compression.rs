@@ -226,9 +226,10 @@ impl<R: Read> Read for Inflater<R> {
 /// block but the last ends with a sync flush (byte-aligned, not final), so the
 /// joined blocks are one valid deflate stream, and one header and one trailer
 /// (the checksums of the blocks combined) frame it. Block boundaries depend on
-/// the input alone, so the file is the same for every thread count. Without
-/// the previous block's history, a block compresses a little worse than one
-/// continuous stream would (measured in the tests: within 1%).
+/// the input and the `flush` calls alone, so the file is the same for every
+/// thread count. Without the previous block's history, a block compresses a
+/// little worse than one continuous stream would (0.2% on the tutorial's 1 M
+/// rows; the tests allow 1%).
 const BLOCK: usize = 1 << 20;
 
 /// How a deflate stream is framed.
