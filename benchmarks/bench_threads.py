@@ -138,7 +138,7 @@ def main() -> None:
         contenders.append(tensorflow_writer(tf, list(rk.TFRecordReader(path)), tf_gz_out, "GZIP"))
         setups.append(remove(tf_gz_out))
     timed = best_of_each(contenders, args.repeats, setups)
-    print(f"\n3b. the same from NumPy arrays, gzip-compressed")
+    print("\n3b. the same from NumPy arrays, gzip-compressed")
     for name, (seconds, _) in zip(("recordkit (defaults)", "recordkit (1 thread)"), timed):
         line = f"   {name:<24}{seconds:8.3f} s"
         if tf:
