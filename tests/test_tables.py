@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import subprocess
 import sys
 import textwrap
@@ -455,3 +457,25 @@ def test_read_table_skips_damage_only_when_asked(tmp_path) -> None:
     assert table.column("id").to_pylist() == [i for i in range(total) if i != 300 + 4321]
     with pytest.raises(ValueError, match='on_error must be "raise" or "skip"'):
         rk.read_table(tmp_path, on_error="ignore")  # type: ignore[arg-type]
+
+
+def test_damage_in_the_sample_a_schema_is_inferred_from(tmp_path) -> None:
+    # Without features the schema comes from the first records; damage there is
+    # skipped with on_error="skip" (once warned, by the read), raised without.
+    from conftest import damage_record
+
+    rk.write_examples(tmp_path / "d.tfrecord", {"id": np.arange(500), "name": np.array([b"n"] * 500)})
+    offset = damage_record(tmp_path / "d.tfrecord", 7)
+    with pytest.raises(rk.DataLossError):
+        rk.read_table(tmp_path / "d.tfrecord")
+    with pytest.raises(rk.DataLossError):
+        rk.infer_schema(tmp_path / "d.tfrecord")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = rk.read_table(tmp_path / "d.tfrecord", on_error="skip")
+    assert table.column("id").to_pylist() == [i for i in range(500) if i != 7]
+    [warned] = [str(w.message) for w in caught if w.category is rk.DataLossWarning]  # the read's, not the sample's too
+    assert f"at offset {offset} " in warned and warned.endswith("after 7 intact records")
+    with pytest.warns(rk.DataLossWarning, match=f"at offset {offset} "):
+        schema = rk.infer_schema(tmp_path / "d.tfrecord", on_error="skip")
+    assert sorted(schema.features) == ["id", "name"]

@@ -20,7 +20,7 @@ from recordkit._sources import Source, open_input
 from recordkit.features import FeatureSpec
 from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
 from recordkit._shardsets import shard_names
-from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing
+from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing, warn_skipped
 
 __all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches",
            "scanned_batches", "scanner_batches", "per_file_limit"]
@@ -120,12 +120,14 @@ def scanned_batches(
     compression: str | None = "auto",
     verify: bool = True,
     limit: int | None = None,
+    on_error: str = "raise",
 ) -> Iterator[tuple[str, int, Any]]:
     """``(file name, records, parsed)`` for each batch of ``batches(scanner, at_most)``,
     an iterable over a ``RecordScanner`` of each file in turn (``at_most`` is None for
     every record; an iterable with ``close`` is closed after). Batches do not span
     files. With ``limit``, at most that many records, taken from every file in turn
-    (:func:`per_file_limit`)."""
+    (:func:`per_file_limit`). With ``on_error="skip"``, damaged stretches are
+    skipped, each with a :class:`DataLossWarning` once its file is done."""
     taken = 0
     for path in paths:
         want = None if limit is None else min(per_file_limit(limit, len(paths)), limit - taken)
@@ -135,13 +137,16 @@ def scanned_batches(
         try:
             scanner = _native.RecordScanner(
                 opened.handle, name=opened.name, format=format, compression=_reader_compression(compression),
-                verify=verify,
+                verify=verify, skip_damaged=on_error == "skip",
             )
             parsed_batches = batches(scanner, want)
             try:
                 for count, parsed in parsed_batches:
                     taken += count
                     yield opened.name, count, parsed
+                if on_error == "skip":
+                    # A scanner taken over by a parser hands its skips to the parser.
+                    warn_skipped(opened.name, getattr(parsed_batches, "take_skipped", scanner.take_skipped)())
             finally:
                 getattr(parsed_batches, "close", lambda: None)()
                 scanner.close()

@@ -47,6 +47,14 @@ _BATCH_RECORDS = 1024
 _BATCH_BYTES = 128 << 10
 
 
+def warn_skipped(name: str, skipped: list[tuple[int, int, str, str, int]]) -> None:
+    """One :class:`DataLossWarning` per damaged stretch a scanner skipped
+    (``on_error="skip"``), naming the file, the offset and the intact records before it."""
+    for offset, nbytes, _, detail, record_index in skipped:
+        warnings.warn(f"{name}: skipped {plural(nbytes, 'damaged byte')} at offset {offset} ({detail}), "
+                      f"after {plural(record_index, 'intact record')}", DataLossWarning, stacklevel=3)
+
+
 def _reader_compression(compression: str | None) -> str:
     if compression is None:
         return "none"

@@ -233,10 +233,12 @@ def record_batches(
     format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
     compression: str | None = "auto",
     batch_size: int = 1024,
+    on_error: Literal["raise", "skip"] = "raise",
 ) -> Iterator[tuple[str, RecordFormat, list[bytes]]]:
     """``(path, format, records)`` batches of up to ``limit`` records in all (every
     record with None), taken from every file in turn so that a sample sees each
-    file's start; framed and checked in Rust a batch at a time."""
+    file's start; framed and checked in Rust a batch at a time. ``on_error`` as
+    for :class:`recordkit.TFRecordReader`."""
     files = list_files(source)
     formats = [record_format(p) if format == "auto" else format for p in files]
 
@@ -247,7 +249,8 @@ def record_batches(
         if want is not None and want <= 0:
             return
         batches = functools.partial(scanner_batches, batch_size=batch_size)
-        for _, count, batch in scanned_batches([path], batches, format=fmt, compression=compression, limit=want):
+        for _, count, batch in scanned_batches([path], batches, format=fmt, compression=compression, limit=want,
+                                               on_error=on_error):
             taken += count
             yield path, fmt, batch
 
@@ -258,16 +261,21 @@ def infer_schema(
     limit: int | None = 1000,
     format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
     compression: str | None = "auto",
+    on_error: Literal["raise", "skip"] = "raise",
 ) -> Schema:
     """Infers the schema of record files from up to ``limit`` records (every record with None).
 
     Examples, SequenceExamples (recognized by their feature lists) and
-    OFRecords (``format``, or ``part-N`` names) are told apart.
+    OFRecords (``format``, or ``part-N`` names) are told apart. ``on_error``:
+    ``"raise"`` (a damaged record is a :class:`DataLossError`) or ``"skip"``
+    (damaged stretches are skipped, each with a :class:`DataLossWarning`).
     """
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
     files = list_files(source)
     first = record_format(files[0]) if format == "auto" else format
     batches = (batch for _, _, batch in record_batches(files, limit, format=format, compression=compression,
-                                                       batch_size=_SURVEY_BATCH))
+                                                       batch_size=_SURVEY_BATCH, on_error=on_error))
     return _infer(batches, limit, "ofrecord" if first == "ofrecord" else None)
 
 

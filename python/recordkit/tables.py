@@ -22,7 +22,7 @@ import numpy as np
 from recordkit import _native
 from recordkit._sources import open_input
 from recordkit.errors import DataLossWarning, ParseError, RecordkitError
-from recordkit.records import _reader_compression
+from recordkit.records import _reader_compression, warn_skipped
 from recordkit.features import (
     DTYPES,
     FeatureSpec,
@@ -141,13 +141,19 @@ def _plan(container: str, features: Mapping[str, FeatureSpec], sequence_features
 
 
 def _infer_plan(files: list[str], columns: Sequence[str] | None, compression: str | None, sample: int,
-                fmt: str) -> _Plan:
+                fmt: str, on_error: str) -> _Plan:
     """One column per feature seen in the first ``sample`` records: a scalar where every
     record holding it holds one value, else a list (a feature list: a list of lists);
-    a missing feature is null."""
+    a missing feature is null. With ``on_error="skip"``, damage in the sample is
+    skipped without a warning: the read itself meets it again and warns then."""
+    import warnings
+
     from recordkit.schema import infer_schema
 
-    schema = infer_schema(files, limit=sample, compression=compression, format=fmt)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataLossWarning)
+        schema = infer_schema(files, limit=sample, compression=compression, format=fmt,  # type: ignore[arg-type]
+                              on_error=on_error)  # type: ignore[arg-type]
     plan = _Plan(schema.container, [], _Requests(), _Requests())
     found = [(name, info, False) for name, info in sorted(schema.features.items())]
     found += [(name, info, True) for name, info in sorted(schema.sequence_features.items())]
@@ -465,7 +471,8 @@ def read_batches(
             ``float32`` and ``string``; inferred columns also ``float64`` and ``int32``.
         compression, verify, on_error: As for :class:`recordkit.TFRecordReader`:
             ``on_error="skip"`` skips damaged stretches, each with a
-            :class:`recordkit.DataLossWarning`.
+            :class:`recordkit.DataLossWarning`, the sample a schema is
+            inferred from included.
     """
     scan = TableScan(source, features, sequence_features=sequence_features, batch_size=batch_size, columns=columns,
                      compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from,
@@ -538,7 +545,7 @@ class TableScan:
         self.files = list_files(source)
         self.format = record_format(self.files[0]) if format == "auto" else format
         if features is None and sequence_features is None:
-            plan = _infer_plan(self.files, columns, compression, infer_from, self.format)
+            plan = _infer_plan(self.files, columns, compression, infer_from, self.format, on_error)
         else:
             if self.format == "ofrecord" and sequence_features is not None:
                 raise ValueError("OFRecord files hold no feature lists: sequence_features is for SequenceExamples")
@@ -613,14 +620,14 @@ class TableScan:
                     try:
                         for count, parsed in parsed_batches:
                             if skip:
-                                _warn_skipped(opened.name, parsed_batches.take_skipped())
+                                warn_skipped(opened.name, parsed_batches.take_skipped())
                             try:
                                 yield _record_batch(plan, self.schema, count, parsed, index, strings)
                             except ParseError as e:
                                 raise ParseError(f"{opened.name}: {e}", key=e.key, index=e.index) from None
                             index += count
                         if skip:
-                            _warn_skipped(opened.name, parsed_batches.take_skipped())
+                            warn_skipped(opened.name, parsed_batches.take_skipped())
                     finally:
                         parsed_batches.close()
                     if piece.stop is not None and index < piece.stop:
@@ -665,16 +672,6 @@ class _SequenceBatches:
 
     def close(self) -> None:
         self.scanner.close()
-
-
-def _warn_skipped(name: str, skipped: list[tuple[int, int, str, str, int]]) -> None:
-    import warnings
-
-    from recordkit.records import plural
-
-    for offset, nbytes, _, detail, record_index in skipped:
-        warnings.warn(f"{name}: skipped {plural(nbytes, 'damaged byte')} at offset {offset} ({detail}), "
-                      f"after {plural(record_index, 'intact record')}", DataLossWarning, stacklevel=3)
 
 
 def _local_size(path: str) -> int | None:
