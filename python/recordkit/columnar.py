@@ -127,7 +127,7 @@ def scanned_batches(
     every record; an iterable with ``close`` is closed after). Batches do not span
     files. With ``limit``, at most that many records, taken from every file in turn
     (:func:`per_file_limit`). With ``on_error="skip"``, damaged stretches are
-    skipped, each with a :class:`DataLossWarning` once its file is done."""
+    skipped, each with a :class:`DataLossWarning` once its file is done (or left)."""
     taken = 0
     for path in paths:
         want = None if limit is None else min(per_file_limit(limit, len(paths)), limit - taken)
@@ -144,12 +144,14 @@ def scanned_batches(
                 for count, parsed in parsed_batches:
                     taken += count
                     yield opened.name, count, parsed
-                if on_error == "skip":
-                    # A scanner taken over by a parser hands its skips to the parser.
-                    warn_skipped(opened.name, getattr(parsed_batches, "take_skipped", scanner.take_skipped)())
             finally:
-                getattr(parsed_batches, "close", lambda: None)()
-                scanner.close()
+                try:
+                    if on_error == "skip":  # also when the caller stopped early: what was skipped is told
+                        # A scanner taken over by a parser hands its skips to the parser.
+                        warn_skipped(opened.name, getattr(parsed_batches, "take_skipped", scanner.take_skipped)())
+                finally:
+                    getattr(parsed_batches, "close", lambda: None)()
+                    scanner.close()
         finally:
             opened.close()
 
