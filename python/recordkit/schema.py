@@ -243,12 +243,12 @@ def record_batches(
     formats = [record_format(p) if format == "auto" else format for p in files]
 
     per_file = None if limit is None else per_file_limit(limit, len(files))
+    batches = functools.partial(scanner_batches, batch_size=batch_size)
     taken = 0
     for path, fmt in zip(files, formats):
         want = None if limit is None else min(per_file, limit - taken)  # type: ignore[type-var]
         if want is not None and want <= 0:
             return
-        batches = functools.partial(scanner_batches, batch_size=batch_size)
         for _, count, batch in scanned_batches([path], batches, format=fmt, compression=compression, limit=want,
                                                on_error=on_error):
             taken += count

@@ -34,6 +34,18 @@ struct Unusual;
 /// of large values (images) in memory.
 const COPY_LIMIT: usize = 64 << 20;
 
+/// Appends one string to Arrow-style `offsets` and `data`; `Unusual` past
+/// [`COPY_LIMIT`]: large values take the general path, which borrows them.
+#[inline]
+fn append_string(offsets: &mut Vec<i64>, data: &mut Vec<u8>, value: &[u8]) -> Result<(), Unusual> {
+    if data.len() + value.len() > COPY_LIMIT {
+        return Err(Unusual);
+    }
+    data.extend_from_slice(value);
+    offsets.push(data.len() as i64);
+    Ok(())
+}
+
 impl Values {
     /// Appends `item` when it is exactly an int, float, bytes, str or bool;
     /// `Unusual` for anything else (subclasses included), or a kind that does
@@ -132,13 +144,7 @@ impl Values {
                     data: value.to_vec(),
                 }
             }
-            Values::Bytes { offsets, data } => {
-                if data.len() + value.len() > COPY_LIMIT {
-                    return Err(Unusual); // large values: the general path borrows them instead
-                }
-                data.extend_from_slice(value);
-                offsets.push(data.len() as i64);
-            }
+            Values::Bytes { offsets, data } => return append_string(offsets, data, value),
             Values::Int(_) | Values::Float(_) => return Err(Unusual),
         }
         Ok(())
@@ -248,11 +254,9 @@ impl Column {
                     }
                     // SAFETY: the object's own bytes (or cached UTF-8), alive as long as it.
                     let bytes = std::slice::from_raw_parts(start.cast::<u8>(), size as usize);
-                    if data.len() + bytes.len() > COPY_LIMIT {
+                    if append_string(offsets, data, bytes).is_err() {
                         break;
                     }
-                    data.extend_from_slice(bytes);
-                    offsets.push(data.len() as i64);
                     i += 1;
                 }
             }
