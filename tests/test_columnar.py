@@ -298,12 +298,19 @@ def test_python_values_change_shape_midway(tmp_path, as_objects) -> None:
 
 
 def test_object_arrays_of_strings_read_in_one_pass(tmp_path) -> None:
-    # str and bytes together, a strided array (every other row), and a str
-    # with no UTF-8 form, which is an error naming it, not a crash.
+    # str and bytes together in one pass; a strided array (every other row),
+    # which the one-pass reader leaves to the general path; and a str with no
+    # UTF-8 form, which is an error naming it, not a crash.
+    from recordkit import _native
+
     strings = np.array([b"cat", "d\u00f6g", b"", "x"] * 3, dtype=object)
-    rk.write_examples(tmp_path / "s.tfrecord", {"s": strings[::2]})
-    decoded = [rk.decode_example(r)["s"] for r in rk.TFRecordReader(tmp_path / "s.tfrecord")]
-    assert decoded == [[b"cat"], [b""]] * 3
+    assert _native._column_from_rows(strings) is not None
+    assert _native._column_from_rows(strings[1::2]) is None
+    for name, column, expected in (("all", strings, [[b"cat"], ["d\u00f6g".encode()], [b""], [b"x"]] * 3),
+                                   ("strided", strings[1::2], [["d\u00f6g".encode()], [b"x"]] * 3)):
+        rk.write_examples(tmp_path / f"{name}.tfrecord", {"s": column})
+        decoded = [rk.decode_example(r)["s"] for r in rk.TFRecordReader(tmp_path / f"{name}.tfrecord")]
+        assert decoded == expected, name
     with pytest.raises(UnicodeEncodeError):
         rk.write_examples(tmp_path / "bad.tfrecord", {"s": np.array(["ok", "\ud800"], dtype=object)})
     assert not (tmp_path / "bad.tfrecord").exists()
