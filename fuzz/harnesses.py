@@ -127,6 +127,9 @@ def tables(data: bytes) -> None:
 
     attempt(_native.parse_example_columns, [data], OFRECORD_REQUESTS, True, "oneflow")
     intact = rk.encode_example({"label": 1, "pair": [1.0, 2.0]})
+    # The schema survey directly, the input repeated so that it meets its own keys by position.
+    attempt(_native.survey_features, [intact, data, data], "tensorflow", "example")
+    attempt(_native.survey_features, [data, data], "oneflow", "map")
     path = _scratch("tables.tfrecord", frame([intact, data]))
     for table in (
         attempt(rk.read_table, path, SPEC),

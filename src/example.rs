@@ -9,6 +9,8 @@
 //! Encoding is protobuf's deterministic serialization: map keys sorted
 //! byte-wise, repeated scalars packed, empty lists as empty messages.
 
+use std::collections::HashMap;
+
 use crate::wire::{
     count_varints, len_field_size, put_len_header, put_varint, read_varint, varint_len, Malformed,
     Reader, Value,
@@ -225,6 +227,33 @@ impl<'a> Entry<'a> {
         }
         Ok(())
     }
+}
+
+/// Keeps the last entry of each key, in order of first appearance.
+pub fn dedup(entries: Vec<Entry<'_>>) -> Vec<Entry<'_>> {
+    if entries.len() <= 16 {
+        // A few keys: comparing them beats building a map for every record.
+        let mut order: Vec<Entry<'_>> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match order.iter_mut().find(|e| e.key == entry.key) {
+                Some(earlier) => *earlier = entry,
+                None => order.push(entry),
+            }
+        }
+        return order;
+    }
+    let mut order: Vec<Entry<'_>> = Vec::new();
+    let mut seen: HashMap<&[u8], usize> = HashMap::new();
+    for entry in entries {
+        match seen.get(entry.key) {
+            Some(&i) => order[i] = entry,
+            None => {
+                seen.insert(entry.key, order.len());
+                order.push(entry);
+            }
+        }
+    }
+    order
 }
 
 /// Calls `f(entry)` for each entry of a `map<string, ...>` message.

@@ -11,6 +11,7 @@ pub mod framing;
 pub mod map_guard;
 mod py;
 pub mod shuffle;
+pub mod survey;
 pub mod threads;
 pub mod window;
 pub mod wire;

@@ -1,7 +1,5 @@
 //! The wire codec and column parser as Python functions.
 
-use std::collections::HashMap;
-
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -13,12 +11,13 @@ use crate::columns::{
 };
 use crate::error::Error;
 use crate::example::{
-    feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, map_key_order,
-    put_example, put_feature_map, put_sequence_example, Entry, Feature, Kind, OffsetBytes, Schema,
-    Steps, Values,
+    dedup, feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, map_key_order,
+    put_example, put_feature_map, put_sequence_example, Feature, Kind, OffsetBytes, Schema, Steps,
+    Values,
 };
 use crate::py::files::Payload;
-use crate::wire::{Malformed, Reader};
+use crate::survey::survey;
+use crate::wire::Malformed;
 
 pub fn schema(name: &str) -> PyResult<Schema> {
     match name {
@@ -376,33 +375,6 @@ fn utf8_key(key: &[u8]) -> PyResult<&str> {
     })
 }
 
-/// Keeps the last entry of each key, in order of first appearance.
-fn dedup(entries: Vec<Entry<'_>>) -> Vec<Entry<'_>> {
-    if entries.len() <= 16 {
-        // A few keys: comparing them beats building a map for every record.
-        let mut order: Vec<Entry<'_>> = Vec::with_capacity(entries.len());
-        for entry in entries {
-            match order.iter_mut().find(|e| e.key == entry.key) {
-                Some(earlier) => *earlier = entry,
-                None => order.push(entry),
-            }
-        }
-        return order;
-    }
-    let mut order: Vec<Entry<'_>> = Vec::new();
-    let mut seen: HashMap<&[u8], usize> = HashMap::new();
-    for entry in entries {
-        match seen.get(entry.key) {
-            Some(&i) => order[i] = entry,
-            None => {
-                seen.insert(entry.key, order.len());
-                order.push(entry);
-            }
-        }
-    }
-    order
-}
-
 /// Decodes a feature map: an Example's (`container="example"`) or a bare
 /// `map<string, Feature>` message such as an OFRecord (`container="map"`).
 /// Returns `{name: (kind name or None, values)}`.
@@ -437,27 +409,12 @@ pub fn decode_features<'py>(
     })
 }
 
-/// What schema inference needs of one feature over a batch of records.
-#[derive(Default)]
-struct FeatureFacts {
-    /// Bit `1 << kind` for every kind seen; bit 0 for a Feature that sets none.
-    kinds: u32,
-    present: u64,
-    min_values: u64,
-    max_values: u64,
-    /// Every byte string seen is valid UTF-8.
-    text: bool,
-    /// The first record (index in the batch) holding values.
-    first_with_values: Option<usize>,
-}
-
 /// Surveys a batch of Examples (`container="example"`) or feature maps
-/// (`"map"`, OFRecords) in one call: `([(key, kinds, present, min_values,
-/// max_values, text, first_with_values)] in order of first appearance,
-/// [indices of records that are not such messages], whether any record is a
-/// SequenceExample (a top-level field 2; its context is surveyed as an
-/// Example's features))`. `kinds` has bit `2 << kind` set per kind seen
-/// (`Kind` order: bytes, float, double, int32, int64), bit 0 for a Feature
+/// (`"map"`, OFRecords) in one call ([`crate::survey`]): `([(key, kinds,
+/// present, min_values, max_values, text, first_with_values)] in order of
+/// first appearance, [indices of records that are not such messages], whether
+/// any record is a SequenceExample)`. `kinds` has bit `2 << kind` set per kind
+/// seen (`Kind` order: bytes, float, double, int32, int64), bit 0 for a Feature
 /// that sets none.
 #[pyfunction]
 #[pyo3(signature = (records, schema = "tensorflow", container = "example"))]
@@ -484,89 +441,9 @@ pub fn survey_features(
                 )))
             }
         };
-        let (facts, undecodable, sequences) = py.detach(|| {
-            let mut facts: Vec<(Vec<u8>, FeatureFacts)> = Vec::new();
-            let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-            let mut by_position: Vec<usize> = Vec::new();
-            let mut undecodable = Vec::new();
-            let mut sequences = false;
-            let mut bytes = Vec::new();
-            for (i, payload) in payloads.iter().enumerate() {
-                if example && !sequences {
-                    let mut r = Reader::new(payload);
-                    while let Ok(Some((n, _))) = r.field() {
-                        sequences |= n == 2;
-                    }
-                }
-                let mut entries = Vec::new();
-                let walked = if example {
-                    for_each_example_entry(payload, &mut |e| entries.push(e))
-                } else {
-                    for_each_entry(payload, &mut |e| entries.push(e))
-                };
-                let decoded: Result<Vec<_>, _> = walked.and_then(|()| {
-                    dedup(entries)
-                        .into_iter()
-                        .map(|entry| Ok((entry.key, entry.feature(schema)?)))
-                        .collect()
-                });
-                let Ok(features) = decoded.and_then(|features: Vec<(&[u8], Feature<'_>)>| {
-                    features
-                        .into_iter()
-                        .map(|(key, f)| Ok((key, f.count()?, f)))
-                        .collect::<Result<Vec<_>, Malformed>>()
-                }) else {
-                    undecodable.push(i);
-                    continue;
-                };
-                for (position, (key, count, feature)) in features.into_iter().enumerate() {
-                    // Records of a file list their keys in the same order: the
-                    // slot the key at this position had last time is tried
-                    // first, then the map (looked up by slice: a key is copied
-                    // only the first time it is seen).
-                    let cached = by_position
-                        .get(position)
-                        .copied()
-                        .filter(|&slot: &usize| facts[slot].0 == key);
-                    let slot = match cached.or_else(|| index.get(key).copied()) {
-                        Some(slot) => slot,
-                        None => {
-                            facts.push((
-                                key.to_vec(),
-                                FeatureFacts {
-                                    text: true,
-                                    min_values: u64::MAX,
-                                    ..Default::default()
-                                },
-                            ));
-                            index.insert(key.to_vec(), facts.len() - 1);
-                            facts.len() - 1
-                        }
-                    };
-                    if position < by_position.len() {
-                        by_position[position] = slot;
-                    } else if position < 256 {
-                        by_position.push(slot);
-                    }
-                    let f = &mut facts[slot].1;
-                    f.kinds |= feature.kind.map_or(1, |k| 2 << (k as u32));
-                    f.present += 1;
-                    f.min_values = f.min_values.min(count as u64);
-                    f.max_values = f.max_values.max(count as u64);
-                    if count > 0 && f.first_with_values.is_none() {
-                        f.first_with_values = Some(i);
-                    }
-                    if f.text && feature.kind == Some(Kind::Bytes) {
-                        bytes.clear();
-                        if feature.bytes(&mut bytes).is_ok() {
-                            f.text = bytes.iter().all(|b| std::str::from_utf8(b).is_ok());
-                        }
-                    }
-                }
-            }
-            (facts, undecodable, sequences)
-        });
-        let facts = facts
+        let survey = py.detach(|| survey(payloads.iter().map(|p| &p[..]), schema, example));
+        let facts = survey
+            .features
             .into_iter()
             .map(|(key, f)| {
                 Ok((
@@ -580,7 +457,7 @@ pub fn survey_features(
                 ))
             })
             .collect::<PyResult<Vec<_>>>()?;
-        Ok((facts, undecodable, sequences))
+        Ok((facts, survey.undecodable, survey.sequences))
     })
 }
 
