@@ -155,6 +155,18 @@ def test_stats_are_the_same_parsed_in_columns_or_record_by_record(conformance_di
         assert stats.to_json() == other, name
 
 
+def test_stats_top_values_leave_out_long_strings(tmp_path: Path) -> None:
+    # The long value is the most common, but only strings up to 64 bytes are counted as top values.
+    column = [b"cat"] * 3 + [b"L" * 65] * 4 + [b"dog"] * 2 + [b"S" * 64]
+    rk.write_examples(tmp_path / "t.tfrecord", {"s": column})
+    with rk.TFRecordWriter(tmp_path / "mixed.tfrecord") as writer:  # one non-Example: record by record
+        writer.write_many([b"x", *rk.TFRecordReader(tmp_path / "t.tfrecord")])
+    for path in ("t.tfrecord", "mixed.tfrecord"):
+        stats = rk.feature_stats(tmp_path / path)["s"]
+        assert stats.top == [(b"cat", 3), (b"dog", 2), (b"S" * 64, 1)], path
+        assert stats.lengths == {"min": 3, "mean": round((9 + 260 + 6 + 64) / 10, 1), "max": 65}, path
+
+
 def test_npz_refuses_byte_strings_that_numpy_would_cut(tmp_path: Path) -> None:
     rk.write_examples(tmp_path / "t.tfrecord", {"raw": [b"ab\x00", b"c"]})
     with pytest.raises(ValueError, match="ending in NUL"):
