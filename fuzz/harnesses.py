@@ -115,7 +115,8 @@ def parse_example(data: bytes) -> None:
 
 
 SEQUENCE_FEATURES = {"tokens": rk.VarLenFeature("int64"),
-                     "frames": rk.FixedLenSequenceFeature([2], "float32", allow_missing=True)}
+                     "frames": rk.FixedLenSequenceFeature([2], "float32", allow_missing=True),
+                     "nested": rk.RaggedFeature("int64", value_key="nv", partitions=[rk.RaggedFeature.RowSplits("ns")])}
 OFRECORD_REQUESTS = [("d", "float64"), ("i", "int32"), ("l", "int64"), ("f", "float32"), ("s", "string")]
 
 

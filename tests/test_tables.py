@@ -24,6 +24,12 @@ def _write(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def _write_records(path: Path, records: list[bytes]) -> Path:
+    with rk.TFRecordWriter(path) as writer:
+        writer.write_many(records)
+    return path
+
+
 ROWS = [
     {"id": i, "score": [0.5 * i, 1.0], "name": f"n{i}".encode(),
      "tags": np.array([b"t"] * (i % 3), object), "ids": np.arange(i % 4)}
@@ -148,8 +154,58 @@ def test_sequence_examples_give_context_columns_and_lists_of_steps(tmp_path: Pat
     assert caught.value.index == 3
     with pytest.raises(rk.ParseError, match="Index: 1. Number of values != expected"):
         rk.read_table(path, sequence_features={"frames": rk.FixedLenSequenceFeature([3], "float32", allow_missing=True)})
-    with pytest.raises(TypeError, match="parse_sequence_example reads the others"):
-        rk.read_table(path, sequence_features={"tokens": rk.RaggedFeature("int64")})
+    with pytest.raises(TypeError, match="RaggedFeature feature lists, not SparseFeature"):
+        rk.read_table(path, sequence_features={"tokens": rk.SparseFeature("i", "tokens", "int64", 5)})
+
+
+RAGGED_LISTS = {
+    # Each step partitioned as a record would be: by row splits, and by row ids with pairs.
+    "nested": rk.RaggedFeature("int64", value_key="nv", partitions=[rk.RaggedFeature.RowSplits("ns")]),
+    "pairs": rk.RaggedFeature("string", value_key="pv", partitions=[rk.RaggedFeature.ValueRowIds("pr"),
+                                                                   rk.RaggedFeature.UniformRowLength(2)]),
+    "plain": rk.RaggedFeature("float32", value_key="fv"),
+}
+
+
+def _ragged_sequence_records(n: int) -> list[bytes]:
+    records = []
+    for i in range(n):
+        steps = i % 4  # records 0, 4, 8, ... have no steps; record 5 lacks the feature lists altogether
+        lists = {
+            "nv": [np.arange(j + 2) for j in range(steps)], "ns": [np.array([0, 1, j + 2]) for j in range(steps)],
+            "pv": [[b"p%d" % k for k in range(2 * (j % 2 + 1))] for j in range(steps)],
+            "pr": [np.array([0] * (j % 2 + 1)) for j in range(steps)],
+            "fv": [np.full(j, i / 2, np.float32) for j in range(steps)],
+        }
+        records.append(rk.encode_sequence_example({"id": np.array([i])}, {} if i == 5 else lists))
+    return records
+
+
+def test_ragged_feature_lists_are_lists_of_steps_partitioned_as_records(tmp_path: Path) -> None:
+    records = _ragged_sequence_records(23)
+    path = _write_records(tmp_path / "ragged.tfrecord", records)
+    _, expected, _ = rk.parse_sequence_example(records, None, RAGGED_LISTS)
+    for batch_size in (4, 65536):
+        table = rk.read_batches(path, sequence_features=RAGGED_LISTS, batch_size=batch_size).read_all()
+        for name in RAGGED_LISTS:
+            assert table.column(name).to_pylist() == expected[name].to_list(), (name, batch_size)
+    assert table.column("nested").to_pylist()[2] == [[[0], [1]], [[0], [1, 2]]]
+    assert table.schema.field("nested").type == pa.large_list(pa.large_list(pa.large_list(pa.int64())))
+    assert table.schema.field("pairs").type == pa.large_list(
+        pa.large_list(pa.large_list(pa.list_(pa.large_binary(), 2))))
+    assert table.schema.field("plain").type == pa.large_list(pa.large_list(pa.float32()))
+    # A partition that does not cover its step's values names the record in the file, not in the batch.
+    bad = _ragged_sequence_records(23)
+    bad[14] = rk.encode_sequence_example({}, {"nv": [np.arange(3)], "ns": [np.array([0, 5])]})
+    with pytest.raises(rk.ParseError, match="Index: 14, step 0") as caught:
+        rk.read_batches(_write_records(tmp_path / "bad.tfrecord", bad), sequence_features={"nested": RAGGED_LISTS["nested"]},
+                        batch_size=4).read_all()
+    assert caught.value.index == 14
+    # A partition with fewer steps than the values.
+    bad[14] = rk.encode_sequence_example({}, {"nv": [np.arange(3)] * 2, "ns": [np.array([0, 3])]})
+    with pytest.raises(rk.ParseError, match="Index: 14. values and partitions are not aligned"):
+        rk.read_batches(_write_records(tmp_path / "bad2.tfrecord", bad), sequence_features={"nested": RAGGED_LISTS["nested"]},
+                        batch_size=4).read_all()
 
 
 def test_ofrecords_give_their_five_kinds(tmp_path: Path) -> None:

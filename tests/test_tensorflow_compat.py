@@ -237,3 +237,27 @@ def test_tensorflow_reads_what_convert_writes(tmp_path: Path) -> None:
     assert batch["id"].numpy().tolist() == list(range(50))
     assert batch["name"].numpy().tolist()[:2] == [b"n0", b"n1"]
     assert tf.sparse.to_dense(batch["tokens"]).numpy()[3].tolist() == [3, 3, 3]
+
+
+def test_read_table_ragged_feature_lists_match_tensorflow(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    from test_tables import RAGGED_LISTS, _ragged_sequence_records
+
+    records = _ragged_sequence_records(23)
+    with rk.TFRecordWriter(tmp_path / "ragged.tfrecord") as writer:
+        writer.write_many(records)
+    table = rk.read_table(tmp_path / "ragged.tfrecord", sequence_features=RAGGED_LISTS)
+    partition_types = {rk.RaggedFeature.RowSplits: tf.io.RaggedFeature.RowSplits,
+                       rk.RaggedFeature.ValueRowIds: tf.io.RaggedFeature.ValueRowIds}
+
+    def tf_partition(part):  # type: ignore[no-untyped-def]
+        if isinstance(part, rk.RaggedFeature.UniformRowLength):
+            return tf.io.RaggedFeature.UniformRowLength(part.length)
+        return partition_types[type(part)](part.key)
+
+    spec = {name: tf.io.RaggedFeature(tf.as_dtype(s.dtype), value_key=s.value_key,
+                                      partitions=[tf_partition(p) for p in s.partitions])
+            for name, s in RAGGED_LISTS.items()}
+    _, expected, _ = tf.io.parse_sequence_example(tf.constant(records), sequence_features=spec)
+    for name in RAGGED_LISTS:
+        assert table.column(name).to_pylist() == expected[name].to_list(), name

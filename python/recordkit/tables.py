@@ -13,6 +13,7 @@ value or per row.
 from __future__ import annotations
 
 import math
+import re
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence
@@ -37,6 +38,7 @@ from recordkit.parsing import (
     _plan_example,
     _plan_sequence,
     _ragged,
+    _ragged_by_step,
     _Requests,
     _sparse,
     missing_feature_list_error,
@@ -116,9 +118,11 @@ def _plan(container: str, features: Mapping[str, FeatureSpec], sequence_features
                 plan.append(_Column(name, spec.dtype, tuple(spec.shape), feature_list=True, required=not spec.allow_missing))
             elif isinstance(spec, VarLenFeature):
                 plan.append(_Column(name, spec.dtype, None, feature_list=True))
+            elif isinstance(spec, RaggedFeature):
+                plan.append(_Column(name, spec.dtype, None, spec=spec, feature_list=True))
             else:
-                raise TypeError(f"{name}: read_table and read_batches take FixedLenSequenceFeature and VarLenFeature "
-                                f"feature lists, not {type(spec).__name__}; parse_sequence_example reads the others")
+                raise TypeError(f"{name}: read_table and read_batches take FixedLenSequenceFeature, VarLenFeature and "
+                                f"RaggedFeature feature lists, not {type(spec).__name__}")
         elif isinstance(spec, FixedLenFeature):
             shape = tuple(spec.shape)
             plan.append(_Column(name, spec.dtype, shape, spec._default if math.prod(shape) else None))  # type: ignore[attr-defined]
@@ -198,7 +202,7 @@ def _arrow_type(column: _Column, strings: Strings) -> "pa.DataType":
             value = pa.list_(value, int(partitions.pop().length))
         for _ in range(len(partitions) + 1):
             value = pa.large_list(value)
-        return value
+        return pa.large_list(value) if column.feature_list else value
     if column.shape is None:
         value = pa.large_list(value)
     else:
@@ -334,6 +338,9 @@ def _record_batch(plan: _Plan, schema: "pa.Schema", count: int, parsed: Any, fir
         columns, feature_lists = dict(zip(plan.requests.dtypes, parsed)), {}
     arrays = []
     for column in plan.columns:
+        if column.feature_list and column.spec is not None:
+            arrays.append(_ragged_feature_list_array(column, feature_lists, first_record, strings))
+            continue
         if column.feature_list:
             arrays.append(_feature_list_array(column, feature_lists[column.name], first_record, strings))
             continue
@@ -373,6 +380,32 @@ def _feature_list_array(column: _Column, parsed: Any, first_record: int, strings
     return pa.LargeListArray.from_arrays(_offsets(steps), inner, mask=mask)
 
 
+def _ragged_feature_list_array(column: _Column, feature_lists: dict[str, Any], first_record: int,
+                               strings: Strings) -> "pa.Array":
+    """A RaggedFeature feature list: a list of steps per record, each step partitioned
+    as one record of a batch would be. The structure (and every check) comes from
+    parse_sequence_example's own code run over value positions."""
+    import pyarrow as pa
+
+    spec = column.spec
+    assert isinstance(spec, RaggedFeature)
+    key = column.value_key
+    values, step_counts, steps = feature_lists[key]
+    steps = np.maximum(steps, 0)  # a missing ragged feature list has no steps, as in TensorFlow
+    step_owner = np.repeat(np.arange(len(steps), dtype=np.int64), steps)
+    per_record = np.bincount(step_owner, weights=step_counts, minlength=len(steps)).astype(np.int64)
+    flat = _flat_values(column, values, strings, first_record, per_record)
+    stand_in = dict(feature_lists)
+    stand_in[key] = (np.arange(len(flat), dtype=np.int64), step_counts, feature_lists[key][2])
+    try:
+        by_step = _ragged_by_step(column.name, spec, stand_in, steps, step_owner)
+    except ParseError as e:
+        index = None if e.index is None else e.index + first_record
+        raise ParseError(re.sub(rf"Index: {e.index}\b", f"Index: {index}", str(e), count=1), key=e.key,
+                         index=index) from None
+    return pa.LargeListArray.from_arrays(_offsets(steps), _ragged_values(by_step, flat))
+
+
 def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any], batch: int, first_record: int,
                       arrow_type: "pa.DataType") -> "pa.Array":
     """A RaggedFeature or SparseFeature, its structure (and every check) from
@@ -402,6 +435,15 @@ def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any]
     except ParseError as e:
         index = None if e.index is None else e.index + first_record
         raise ParseError(str(e).replace(f"Index: {e.index}.", f"Index: {index}.", 1), key=e.key, index=index) from None
+    return _ragged_values(ragged, flat)
+
+
+def _ragged_values(ragged: Any, flat: "pa.Array") -> "pa.Array":
+    """A ragged array of positions into ``flat`` (a RaggedArray, its innermost values
+    shaped by any uniform row lengths), as nested Arrow lists of ``flat``'s values."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     splits = []
     while not isinstance(ragged, np.ndarray):
         splits.append(ragged.row_splits)
@@ -445,9 +487,10 @@ def read_batches(
 
     SequenceExamples: ``features`` is the context, one column per feature as
     above, and ``sequence_features`` the feature lists, a column each: a
-    ``large_list`` of steps, each step a ``large_list`` (``VarLenFeature``)
-    or ``shape``'s values (``FixedLenSequenceFeature``, whose missing feature
-    list is an error unless ``allow_missing``, then an empty list).
+    ``large_list`` of steps, each step a ``large_list`` (``VarLenFeature``),
+    ``shape``'s values (``FixedLenSequenceFeature``, whose missing feature
+    list is an error unless ``allow_missing``, then an empty list), or
+    partitioned as one record is (``RaggedFeature``, as TensorFlow does).
 
     Without ``features`` and ``sequence_features``, the schema is inferred
     from the first ``infer_from`` records (the container too) and kept for the
