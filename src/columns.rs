@@ -943,14 +943,19 @@ mod tests {
 }
 
 #[cfg(test)]
-mod timing {
+pub(crate) mod timing {
     use super::*;
     use crate::example::{put_example, Values};
 
     /// 200 000 of the tutorial's Examples, and requests for their four features.
     fn tutorial_records() -> (Vec<Vec<u8>>, Vec<Request>) {
+        tutorial_records_of(200_000)
+    }
+
+    /// `count` of the tutorial's Examples, and requests for their four features.
+    pub(crate) fn tutorial_records_of(count: i64) -> (Vec<Vec<u8>>, Vec<Request>) {
         let names: [&[u8]; 5] = [b"cat", b"dog", b"chicken", b"horse", b"goat"];
-        let records: Vec<Vec<u8>> = (0..200_000i64)
+        let records: Vec<Vec<u8>> = (0..count)
             .map(|i| {
                 let mut out = Vec::new();
                 let b = [names[(i % 5) as usize]];

@@ -346,3 +346,58 @@ impl PyExampleBatches {
         }
     }
 }
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use crate::framing::{write_tfrecord, Format};
+    use crate::window::MappedWindow;
+
+    /// The batch reader alone, as `read_examples` drives it without Python:
+    /// 1 M tutorial records from a mapped file, 1 and 2 threads alternating,
+    /// every time printed (the machine's noise shows in their spread).
+    /// `cargo test --release py::batches::timing -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn reader_by_thread_count() {
+        let (records, requests) = crate::columns::timing::tutorial_records_of(1_000_000);
+        let path =
+            std::env::temp_dir().join(format!("recordkit-timing-{}.tfrecord", std::process::id()));
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        records
+            .iter()
+            .for_each(|r| write_tfrecord(&mut out, r).unwrap());
+        drop(out);
+        crate::py::memory::adapt_malloc_to_large_records();
+        let mut times: [Vec<u128>; 2] = [Vec::new(), Vec::new()];
+        for _ in 0..12 {
+            for threads in [1, 2] {
+                crate::threads::set(Some(threads));
+                let start = std::time::Instant::now();
+                let win = MappedWindow::new(std::fs::File::open(&path).unwrap()).unwrap();
+                let scanner =
+                    Scanner::new(Box::new(win), Format::TfRecord, true, false, String::new())
+                        .unwrap();
+                let mut reader =
+                    Reader::new(scanner, requests.clone(), Schema::TensorFlow, 65536, None);
+                let mut read = 0;
+                loop {
+                    let batch = reader.next().unwrap();
+                    if batch.records == 0 {
+                        break;
+                    }
+                    read += batch.records;
+                    std::hint::black_box(batch);
+                }
+                assert_eq!(read, records.len());
+                times[threads - 1].push(start.elapsed().as_millis());
+            }
+        }
+        crate::threads::set(None);
+        std::fs::remove_file(&path).unwrap();
+        for (i, mut t) in times.into_iter().enumerate() {
+            t.sort_unstable();
+            println!("{} thread(s), ms, sorted: {t:?}", i + 1);
+        }
+    }
+}
