@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import sys
@@ -154,12 +155,18 @@ def test_reading_ahead_gives_the_same_batches(many: Path, tmp_path: Path, source
                 np.testing.assert_array_equal(batch["tags"].indices, first["tags"].indices)
 
 
-def test_damage_ahead_is_raised_after_every_record_before_it(many: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("compressed", [False, True])
+def test_damage_ahead_is_raised_after_every_record_before_it(many: Path, tmp_path: Path, compressed: bool) -> None:
+    # Compressed: a valid gzip stream of the damaged records, whose batches are copied out
+    # of the decompressed window to be parsed while the next is inflated and framed.
     from conftest import damage_record
 
     path = tmp_path / "damaged.tfrecord"
     path.write_bytes(many.read_bytes())
     offset = damage_record(path, 23_456)
+    if compressed:
+        path = tmp_path / "damaged.tfrecord.gz"
+        path.write_bytes(gzip.compress((tmp_path / "damaged.tfrecord").read_bytes(), compresslevel=1))
     for count in COUNTS:
         rk.set_num_threads(count)
         ids: list[int] = []

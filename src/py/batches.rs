@@ -49,14 +49,26 @@ struct Framed {
     spans: Vec<Span>,
     first: u64,
     skipped: Vec<Skipped>,
+    /// The records copied out of a stream's window (the spans then point
+    /// here), so that the next batch can be framed, and decompressed, while
+    /// this one is parsed.
+    copied: Option<Vec<u8>>,
 }
 
+/// The most payload bytes of a stream's batch copied out to be parsed while
+/// the next is framed: a larger batch is parsed in place, one step at a time,
+/// rather than held twice.
+const COPIED_BATCH_BYTES: usize = 64 << 20;
+
 /// Frames the next batch: `batch_size` records, or what is `left` of a limit.
+/// With `copy`, the records of a stream (not a mapped file, whose records stay
+/// where they are) are copied out of the scanner's window, up to `COPIED_BATCH_BYTES`.
 fn frame(
     scanner: &mut Scanner,
     left: &mut Option<u64>,
     batch_size: usize,
     mut spans: Vec<Span>,
+    copy: bool,
 ) -> Result<Framed> {
     let want = left.map_or(batch_size as u64, |left| left.min(batch_size as u64)) as usize;
     if want > 0 {
@@ -67,10 +79,21 @@ fn frame(
     if let Some(left) = left {
         *left -= spans.len() as u64;
     }
+    let bytes: usize = spans.iter().map(|s| s.len).sum();
+    let copied = (copy && bytes <= COPIED_BATCH_BYTES && scanner.mapping().is_none()).then(|| {
+        let mut data = Vec::with_capacity(bytes);
+        for span in &mut spans {
+            let at = data.len() as u64;
+            data.extend_from_slice(scanner.payload(*span));
+            span.pos = at;
+        }
+        data
+    });
     Ok(Framed {
         first: scanner.records() - spans.len() as u64,
         spans,
         skipped: scanner.take_skipped(),
+        copied,
     })
 }
 
@@ -117,17 +140,25 @@ impl Reader {
         }
     }
 
-    /// The batch framed ahead, or else the next one framed now.
-    fn take_framed(&mut self) -> Result<Framed> {
+    /// The batch framed ahead, or else the next one framed now (with `copy`,
+    /// a stream's records copied out, to frame the next batch while it is parsed).
+    fn take_framed(&mut self, copy: bool) -> Result<Framed> {
         self.framed.take().unwrap_or_else(|| {
             let spare = std::mem::take(&mut self.spare);
-            frame(&mut self.scanner, &mut self.left, self.batch_size, spare)
+            frame(
+                &mut self.scanner,
+                &mut self.left,
+                self.batch_size,
+                spare,
+                copy,
+            )
         })
     }
 
     /// The next batch, owning its values (for the worker to hand over).
     fn next(&mut self) -> Result<Batch> {
-        let framed = self.take_framed()?;
+        let ahead = crate::threads::available() > 1;
+        let framed = self.take_framed(ahead)?;
         let (requests, schema) = (&self.requests, self.schema);
         // Errors name the record's index in the file, not in the batch.
         let parse = |records: &[&[u8]]| {
@@ -135,21 +166,23 @@ impl Reader {
                 .map_err(|failure| Error::Parse(failure.shifted(framed.first as usize)))
         };
         let more = !framed.spans.is_empty() && self.left != Some(0);
-        let columns = match &self.mapping {
-            Some(mapping)
-                if more
-                    && framed.spans.len() >= FRAME_AHEAD_RECORDS
-                    && crate::threads::available() > 1 =>
-            {
+        // Where the records are when they are not in the scanner's window.
+        let held: Option<&[u8]> = match (&framed.copied, &self.mapping) {
+            (Some(copied), _) => Some(copied),
+            (None, Some(mapping)) => Some(mapping),
+            (None, None) => None,
+        };
+        let columns = match held {
+            Some(held) if more && framed.spans.len() >= FRAME_AHEAD_RECORDS && ahead => {
                 let (scanner, left, batch_size) =
                     (&mut self.scanner, &mut self.left, self.batch_size);
                 let spare = std::mem::take(&mut self.spare);
                 let (columns, next) = std::thread::scope(|scope| {
-                    let ahead = scope.spawn(move || frame(scanner, left, batch_size, spare));
+                    let ahead = scope.spawn(move || frame(scanner, left, batch_size, spare, true));
                     let records: Vec<&[u8]> = framed
                         .spans
                         .iter()
-                        .map(|s| &mapping[s.pos as usize..s.pos as usize + s.len])
+                        .map(|s| &held[s.pos as usize..s.pos as usize + s.len])
                         .collect();
                     let columns = parse(&records);
                     let next = ahead
@@ -160,7 +193,15 @@ impl Reader {
                 self.framed = Some(next);
                 columns
             }
-            _ => {
+            Some(held) => {
+                let records: Vec<&[u8]> = framed
+                    .spans
+                    .iter()
+                    .map(|s| &held[s.pos as usize..s.pos as usize + s.len])
+                    .collect();
+                parse(&records)
+            }
+            None => {
                 let scanner = &self.scanner;
                 let records: Vec<&[u8]> =
                     framed.spans.iter().map(|&s| scanner.payload(s)).collect();
@@ -186,9 +227,19 @@ impl Reader {
     /// The next batch made on the caller's thread, straight into Python
     /// objects: byte strings become `bytes` without being flattened first.
     fn next_for_python(&mut self, py: Python<'_>, flat: bool) -> Result<Handed> {
-        let framed = py.detach(|| self.take_framed())?;
-        let scanner = &self.scanner;
-        let records: Vec<&[u8]> = framed.spans.iter().map(|&s| scanner.payload(s)).collect();
+        let framed = py.detach(|| self.take_framed(false))?;
+        let records: Vec<&[u8]> = match &framed.copied {
+            Some(copied) => framed
+                .spans
+                .iter()
+                .map(|s| &copied[s.pos as usize..s.pos as usize + s.len])
+                .collect(),
+            None => framed
+                .spans
+                .iter()
+                .map(|&s| self.scanner.payload(s))
+                .collect(),
+        };
         let (requests, schema) = (&self.requests, self.schema);
         let columns = py
             .detach(|| parse_examples_parallel(&records, requests, schema, |c| c))
