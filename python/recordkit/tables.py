@@ -13,8 +13,8 @@ value or per row.
 from __future__ import annotations
 
 import math
-import re
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping, Sequence
 
@@ -400,9 +400,7 @@ def _ragged_feature_list_array(column: _Column, feature_lists: dict[str, Any], f
     try:
         by_step = _ragged_by_step(column.name, spec, stand_in, steps, step_owner)
     except ParseError as e:
-        index = None if e.index is None else e.index + first_record
-        raise ParseError(re.sub(rf"Index: {e.index}\b", f"Index: {index}", str(e), count=1), key=e.key,
-                         index=index) from None
+        raise _in_file(e, first_record) from None
     return pa.LargeListArray.from_arrays(_offsets(steps), _ragged_values(by_step, flat))
 
 
@@ -433,9 +431,17 @@ def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any]
                 fields=list(arrow_type))
         ragged = _ragged(column.name, spec, stand_in, batch, single=False)  # type: ignore[arg-type]
     except ParseError as e:
-        index = None if e.index is None else e.index + first_record
-        raise ParseError(str(e).replace(f"Index: {e.index}.", f"Index: {index}.", 1), key=e.key, index=index) from None
+        raise _in_file(e, first_record) from None
     return _ragged_values(ragged, flat)
+
+
+def _in_file(error: ParseError, first_record: int) -> ParseError:
+    """``error``, raised for a record of a batch, naming the record by its index in the file."""
+    if error.index is None:
+        return error
+    index = error.index + first_record
+    message = re.sub(rf"Index: {error.index}\b", f"Index: {index}", str(error), count=1)
+    return ParseError(message, key=error.key, index=index)
 
 
 def _ragged_values(ragged: Any, flat: "pa.Array") -> "pa.Array":

@@ -62,7 +62,8 @@ const COPIED_BATCH_BYTES: usize = 64 << 20;
 
 /// Frames the next batch: `batch_size` records, or what is `left` of a limit.
 /// With `copy`, the records of a stream (not a mapped file, whose records stay
-/// where they are) are copied out of the scanner's window, up to `COPIED_BATCH_BYTES`.
+/// where they are) are copied out of the scanner's window, where the batch is
+/// one to frame the next behind (`FRAME_AHEAD_RECORDS`) and `COPIED_BATCH_BYTES` at most.
 fn frame(
     scanner: &mut Scanner,
     left: &mut Option<u64>,
@@ -80,7 +81,8 @@ fn frame(
         *left -= spans.len() as u64;
     }
     let bytes: usize = spans.iter().map(|s| s.len).sum();
-    let copied = (copy && bytes <= COPIED_BATCH_BYTES && scanner.mapping().is_none()).then(|| {
+    let worth_it = spans.len() >= FRAME_AHEAD_RECORDS && bytes <= COPIED_BATCH_BYTES;
+    let copied = (copy && worth_it && scanner.mapping().is_none()).then(|| {
         let mut data = Vec::with_capacity(bytes);
         for span in &mut spans {
             let at = data.len() as u64;
@@ -95,6 +97,14 @@ fn frame(
         skipped: scanner.take_skipped(),
         copied,
     })
+}
+
+/// The records of `spans` in `held` (a mapped file, or a batch copied out).
+fn records_in<'a>(held: &'a [u8], spans: &[Span]) -> Vec<&'a [u8]> {
+    spans
+        .iter()
+        .map(|s| &held[s.pos as usize..s.pos as usize + s.len])
+        .collect()
 }
 
 /// Records in a batch from which the next batch is framed while this one is
@@ -179,12 +189,7 @@ impl Reader {
                 let spare = std::mem::take(&mut self.spare);
                 let (columns, next) = std::thread::scope(|scope| {
                     let ahead = scope.spawn(move || frame(scanner, left, batch_size, spare, true));
-                    let records: Vec<&[u8]> = framed
-                        .spans
-                        .iter()
-                        .map(|s| &held[s.pos as usize..s.pos as usize + s.len])
-                        .collect();
-                    let columns = parse(&records);
+                    let columns = parse(&records_in(held, &framed.spans));
                     let next = ahead
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -193,14 +198,7 @@ impl Reader {
                 self.framed = Some(next);
                 columns
             }
-            Some(held) => {
-                let records: Vec<&[u8]> = framed
-                    .spans
-                    .iter()
-                    .map(|s| &held[s.pos as usize..s.pos as usize + s.len])
-                    .collect();
-                parse(&records)
-            }
+            Some(held) => parse(&records_in(held, &framed.spans)),
             None => {
                 let scanner = &self.scanner;
                 let records: Vec<&[u8]> =
@@ -229,11 +227,7 @@ impl Reader {
     fn next_for_python(&mut self, py: Python<'_>, flat: bool) -> Result<Handed> {
         let framed = py.detach(|| self.take_framed(false))?;
         let records: Vec<&[u8]> = match &framed.copied {
-            Some(copied) => framed
-                .spans
-                .iter()
-                .map(|s| &copied[s.pos as usize..s.pos as usize + s.len])
-                .collect(),
+            Some(copied) => records_in(copied, &framed.spans),
             None => framed
                 .spans
                 .iter()
