@@ -758,11 +758,12 @@ pub fn parse_sequence_examples<'a>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::example::{put_example, Values};
 
-    fn example(entries: &[(&[u8], Option<Values<'_>>)]) -> Vec<u8> {
+    /// An Example of `entries`, serialized.
+    pub(crate) fn example(entries: &[(&[u8], Option<Values<'_>>)]) -> Vec<u8> {
         let mut out = Vec::new();
         put_example(&mut out, entries).unwrap();
         out

@@ -148,13 +148,8 @@ pub fn survey<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::example::{put_example, Values};
-
-    fn example(features: &[(&[u8], Option<Values<'_>>)]) -> Vec<u8> {
-        let mut out = Vec::new();
-        put_example(&mut out, features).unwrap();
-        out
-    }
+    use crate::columns::tests::example;
+    use crate::example::Values;
 
     fn facts<'s>(survey: &'s Survey, key: &[u8]) -> &'s FeatureFacts {
         &survey.features.iter().find(|(k, _)| k == key).unwrap().1
