@@ -167,6 +167,33 @@ def test_stats_top_values_leave_out_long_strings(tmp_path: Path) -> None:
         assert stats.lengths == {"min": 3, "mean": round((9 + 260 + 6 + 64) / 10, 1), "max": 65}, path
 
 
+def test_stats_top_values_stay_bounded_with_many_distinct_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from recordkit import stats as stats_module
+
+    monkeypatch.setattr(stats_module, "_TRACKED", 20)
+    # 3000 unique IDs, among them three values repeated often enough to stand out.
+    rng = np.random.default_rng(5)
+    column = [b"id%d" % i for i in range(3000)] + [b"cat"] * 900 + [b"dog"] * 600 + [b"emu"] * 400
+    column = [column[i] for i in rng.permutation(len(column))]
+    rk.write_examples(tmp_path / "t.tfrecord", {"s": column})
+    stats = rk.feature_stats(tmp_path / "t.tfrecord")["s"]
+    assert [v for v, _ in stats.top[:3]] == [b"cat", b"dog", b"emu"]
+    truth = {b"cat": 900, b"dog": 600, b"emu": 400}
+    assert 0 < stats.top_error <= len(column) / 21  # Misra-Gries' bound: seen / (tracked + 1)
+    for value, count in stats.top[:3]:
+        assert truth[value] - stats.top_error <= count <= truth[value]
+    assert stats.to_json()["top_error"] == stats.top_error
+    # The summary itself never holds more than four times the tracked count after a batch.
+    top = stats_module._TopValues()
+    for start in range(0, len(column), 100):
+        top.update(column[start:start + 100])
+        assert len(top.counts) <= 4 * 20 + 100
+    assert top.seen == len(column)
+    monkeypatch.undo()
+    exact = rk.feature_stats(tmp_path / "t.tfrecord")["s"]
+    assert exact.top_error == 0 and exact.top[:3] == [(b"cat", 900), (b"dog", 600), (b"emu", 400)]
+
+
 def test_npz_refuses_byte_strings_that_numpy_would_cut(tmp_path: Path) -> None:
     rk.write_examples(tmp_path / "t.tfrecord", {"raw": [b"ab\x00", b"c"]})
     with pytest.raises(ValueError, match="ending in NUL"):

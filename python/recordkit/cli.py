@@ -233,7 +233,8 @@ def _stats(args: argparse.Namespace) -> int:
                 print(f"  length {item.lengths.get('min')}-{item.lengths.get('max')} (mean {item.lengths.get('mean')})")
                 if item.top:
                     shown = ", ".join(f"{json.dumps(_json_bytes(v))} x{n}" for v, n in item.top)
-                    print(f"  top: {shown}")
+                    bound = f" (too many distinct values to count all: each count may be up to {item.top_error} low)"
+                    print(f"  top{bound if item.top_error else ''}: {shown}")
             elif item.min is not None:
                 quantiles = ", ".join(f"p{int(q * 100)} {v:.6g}" for q, v in item.quantiles.items())
                 print(f"  min {item.min:.6g}, max {item.max:.6g}, mean {item.mean:.6g}; {quantiles}"

@@ -2,7 +2,9 @@
 
 Counts, minimum, maximum and mean are exact over every record read;
 quantiles and histograms come from a uniform sample of up to 100 000 values
-per feature (exact when there are fewer).
+per feature (exact when there are fewer). Top values are counted exactly while
+a feature has up to 10 000 distinct short values; past that, memory stays
+bounded and the counts become lower bounds (``FeatureStats.top_error``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = ["FeatureStats", "DatasetStats", "feature_stats", "plot_stats", "check
 _RESERVOIR = 100_000
 _TOP = 5
 _SHORT = 64  # byte strings up to this long are counted for the top values
+_TRACKED = 10_000  # distinct values counted exactly; past 4x this, only the most frequent are kept
 _QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
 
@@ -54,6 +57,34 @@ class _Reservoir:
             self.seen += len(values)
 
 
+class _TopValues:
+    """The most frequent values of a stream, in memory bounded whatever the stream.
+
+    Exact while there are at most ``4 * _TRACKED`` distinct values. Past that,
+    Misra-Gries' frequent-items summary, decremented a batch at a time: every
+    count drops by the ``_TRACKED + 1``-th largest and the values left at zero
+    go. A kept count is then at most ``error`` below the true one, and any value
+    more frequent than ``seen / (_TRACKED + 1)`` is kept.
+    """
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[bytes] = collections.Counter()
+        self.error = 0
+        self.seen = 0
+
+    def update(self, values: Any) -> None:
+        self.counts.update(values)
+        self.seen += len(values)
+        if len(self.counts) > 4 * _TRACKED:
+            counts = np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts))
+            cut = int(np.partition(counts, len(counts) - _TRACKED - 1)[len(counts) - _TRACKED - 1])
+            self.error += cut
+            self.counts = collections.Counter({v: n - cut for v, n in self.counts.items() if n > cut})
+
+    def most_common(self, n: int) -> list[tuple[bytes, int]]:
+        return self.counts.most_common(n)
+
+
 @dataclass
 class FeatureStats:
     """Statistics of one feature (of a SequenceExample's feature list: over all its steps).
@@ -62,7 +93,9 @@ class FeatureStats:
     ``values_per_record``: min/mean/max of the number of values. Numbers:
     ``min``, ``max``, ``mean``, ``quantiles`` ({0.05: ..., 0.5: ...}). Bytes:
     ``lengths`` (min/mean/max byte length) and ``top`` (the most frequent
-    short values with their counts).
+    values up to 64 bytes long, with their counts). ``top_error`` is 0 when
+    those counts are exact; past 10 000 distinct values it is the most any of
+    them may be below the true count (memory stays bounded).
     """
 
     name: str
@@ -77,6 +110,7 @@ class FeatureStats:
     quantiles: dict[float, float] = field(default_factory=dict)
     lengths: dict[str, float] = field(default_factory=dict)
     top: list[tuple[bytes, int]] = field(default_factory=list)
+    top_error: int = 0
     non_finite: int = 0
     sample: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
 
@@ -87,6 +121,7 @@ class FeatureStats:
         if self.kind == "bytes":
             out["lengths"] = self.lengths
             out["top"] = [[_text(v), n] for v, n in self.top]
+            out["top_error"] = self.top_error
         elif self.min is not None:
             out.update(min=self.min, max=self.max, mean=self.mean,
                        quantiles={str(q): v for q, v in self.quantiles.items()}, non_finite=self.non_finite)
@@ -144,7 +179,7 @@ class _Accumulator:
         self.shortest = np.inf
         self.longest = 0
         self.lengths = _Reservoir(rng)
-        self.top: collections.Counter[bytes] = collections.Counter()
+        self.top = _TopValues()
 
     def add_counts(self, records: int, counts: np.ndarray) -> None:
         """``records`` more records hold the feature, with ``counts`` values each (per step, for a feature list)."""
@@ -193,6 +228,7 @@ class _Accumulator:
                 out.lengths = {"min": int(self.shortest), "mean": round(self.length_total / self.byte_strings, 1),
                                "max": int(self.longest)}
             out.top = self.top.most_common(_TOP)
+            out.top_error = self.top.error
             out.sample = self.lengths.values
         elif self.numbers:
             out.min, out.max, out.mean = self.low, self.high, self.total / self.numbers
