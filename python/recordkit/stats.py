@@ -3,7 +3,7 @@
 Counts, minimum, maximum and mean are exact over every record read;
 quantiles and histograms come from a uniform sample of up to 100 000 values
 per feature (exact when there are fewer). Top values are counted exactly while
-a feature has up to 10 000 distinct short values; past that, memory stays
+a feature has up to 40 000 distinct short values; past that, memory stays
 bounded and the counts become lower bounds (``FeatureStats.top_error``).
 """
 
@@ -94,7 +94,7 @@ class FeatureStats:
     ``min``, ``max``, ``mean``, ``quantiles`` ({0.05: ..., 0.5: ...}). Bytes:
     ``lengths`` (min/mean/max byte length) and ``top`` (the most frequent
     values up to 64 bytes long, with their counts). ``top_error`` is 0 when
-    those counts are exact; past 10 000 distinct values it is the most any of
+    those counts are exact; past 40 000 distinct values it is the most any of
     them may be below the true count (memory stays bounded).
     """
 
