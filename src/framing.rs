@@ -158,38 +158,21 @@ fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
         return spans.iter().position(|&s| corrupt(all, s));
     }
     let share = total.div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut runs = Vec::new();
-        let (mut first, mut bytes) = (0, 0);
-        for (i, span) in spans.iter().enumerate() {
-            bytes += span.len;
-            if bytes >= share || i + 1 == spans.len() {
-                runs.push((first, &spans[first..=i]));
-                (first, bytes) = (i + 1, 0);
-            }
+    let mut runs = Vec::new();
+    let (mut first, mut bytes) = (0, 0);
+    for (i, span) in spans.iter().enumerate() {
+        bytes += span.len;
+        if bytes >= share || i + 1 == spans.len() {
+            runs.push((first, &spans[first..=i]));
+            (first, bytes) = (i + 1, 0);
         }
-        let last = runs.pop().expect("at least one span");
-        let checks: Vec<_> = runs
-            .into_iter()
-            .map(|(at, run)| {
-                scope.spawn(move || run.iter().position(|&s| !intact(all, s)).map(|k| at + k))
-            })
-            .collect();
-        let mine = last
-            .1
-            .iter()
-            .position(|&s| !intact(all, s))
-            .map(|k| last.0 + k);
-        checks
-            .into_iter()
-            .map(|c| {
-                c.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .chain([mine])
-            .flatten()
-            .min()
+    }
+    crate::threads::map_in_turn(&runs, threads, |_, &(at, run)| {
+        run.iter().position(|&s| !intact(all, s)).map(|k| at + k)
     })
+    .into_iter()
+    .flatten()
+    .min()
 }
 
 /// A damaged region that was skipped (only when skipping was asked for).

@@ -114,10 +114,15 @@ pub fn survey<'a>(
         if !same_keys {
             by_position.clear();
             for &(key, ..) in &features {
-                let slot = *index.entry(key.to_vec()).or_insert_with(|| {
-                    out.features.push((key.to_vec(), FeatureFacts::new()));
-                    out.features.len() - 1
-                });
+                // Looked up by slice: a key is copied only the first time it is seen.
+                let slot = match index.get(key) {
+                    Some(&slot) => slot,
+                    None => {
+                        out.features.push((key.to_vec(), FeatureFacts::new()));
+                        index.insert(key.to_vec(), out.features.len() - 1);
+                        out.features.len() - 1
+                    }
+                };
                 by_position.push(slot);
             }
         }

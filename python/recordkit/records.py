@@ -47,12 +47,13 @@ _BATCH_RECORDS = 1024
 _BATCH_BYTES = 128 << 10
 
 
-def warn_skipped(name: str, skipped: list[tuple[int, int, str, str, int]]) -> None:
+def warn_skipped(name: str, skipped: list[tuple[int, int, str, str, int]], stacklevel: int = 2) -> None:
     """One :class:`DataLossWarning` per damaged stretch a scanner skipped
-    (``on_error="skip"``), naming the file, the offset and the intact records before it."""
+    (``on_error="skip"``), naming the file, the offset and the intact records before it;
+    ``stacklevel`` as for :func:`warnings.warn`, counted from the caller."""
     for offset, nbytes, _, detail, record_index in skipped:
         warnings.warn(f"{name}: skipped {plural(nbytes, 'damaged byte')} at offset {offset} ({detail}), "
-                      f"after {plural(record_index, 'intact record')}", DataLossWarning, stacklevel=3)
+                      f"after {plural(record_index, 'intact record')}", DataLossWarning, stacklevel=stacklevel + 1)
 
 
 def _reader_compression(compression: str | None) -> str:
@@ -272,11 +273,7 @@ class _RecordReader:
     def _report_skipped(self, skipped: list[tuple[int, int, str, str, int]]) -> None:
         for offset, nbytes, kind, detail, record_index in skipped:
             self.stats.damaged_regions.append(DamagedRegion(offset, nbytes, kind, detail, record_index))
-            warnings.warn(
-                f"{self.name}: skipped {plural(nbytes, 'damaged byte')} at offset {offset} ({detail})",
-                DataLossWarning,
-                stacklevel=4,
-            )
+        warn_skipped(self.name, skipped, stacklevel=4)
 
     def close(self) -> None:
         """Releases the file. Safe to call twice."""

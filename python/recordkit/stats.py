@@ -167,7 +167,9 @@ class _Accumulator:
         self.name = name
         self.kinds: set[str] = set()
         self.count = 0
-        self.counts: list[np.ndarray] = []
+        # Values per record (per step, for a feature list), kept as running totals: memory stays bounded.
+        self.counted = self.value_total = self.most_values = 0
+        self.fewest_values = np.inf
         self.total = 0.0
         self.numbers = 0
         self.non_finite = 0
@@ -184,7 +186,11 @@ class _Accumulator:
     def add_counts(self, records: int, counts: np.ndarray) -> None:
         """``records`` more records hold the feature, with ``counts`` values each (per step, for a feature list)."""
         self.count += records
-        self.counts.append(counts)
+        if len(counts):
+            self.counted += len(counts)
+            self.value_total += int(counts.sum())
+            self.fewest_values = min(self.fewest_values, int(counts.min()))
+            self.most_values = max(self.most_values, int(counts.max()))
 
     def add_values(self, kind: str, values: Any) -> None:
         """Values of ``kind``: a NumPy array (of ``bytes`` objects for byte strings), or a list of bytes."""
@@ -219,10 +225,10 @@ class _Accumulator:
                  "double_list": "double", "int32_list": "int32"}
         names = {kinds[k] for k in self.kinds}
         kind = names.pop() if len(names) == 1 else ("none" if not names else "mixed")
-        counts = np.concatenate(self.counts) if self.counts else np.zeros(0, np.int64)
-        out = FeatureStats(self.name, kind, count=self.count, missing=records - self.count, values=int(counts.sum()))
-        if len(counts):
-            out.values_per_record = {"min": int(counts.min()), "mean": round(float(counts.mean()), 3), "max": int(counts.max())}
+        out = FeatureStats(self.name, kind, count=self.count, missing=records - self.count, values=self.value_total)
+        if self.counted:
+            out.values_per_record = {"min": int(self.fewest_values), "mean": round(self.value_total / self.counted, 3),
+                                     "max": self.most_values}
         if kind == "bytes":
             if self.byte_strings:
                 out.lengths = {"min": int(self.shortest), "mean": round(self.length_total / self.byte_strings, 1),

@@ -46,6 +46,25 @@ fn append_string(offsets: &mut Vec<i64>, data: &mut Vec<u8>, value: &[u8]) -> Re
     Ok(())
 }
 
+/// The bytes of an exact `bytes` object, or the UTF-8 form of an exact `str`
+/// (cached in the object); None for any other object, and for a `str` with no
+/// UTF-8 form (lone surrogates), whose `UnicodeEncodeError` is then set.
+///
+/// # Safety
+/// `item` points to a live Python object and the GIL is held; the slice lives
+/// as long as `item` does, and the caller uses it no longer.
+#[inline(always)]
+unsafe fn exact_string<'a>(item: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    let (mut start, mut size): (*mut std::ffi::c_char, ffi::Py_ssize_t) = (std::ptr::null_mut(), 0);
+    if ffi::PyBytes_CheckExact(item) != 0 {
+        // Cannot fail on an exact bytes object.
+        ffi::PyBytes_AsStringAndSize(item, &mut start, &mut size);
+    } else if ffi::PyUnicode_CheckExact(item) != 0 {
+        start = ffi::PyUnicode_AsUTF8AndSize(item, &mut size).cast_mut();
+    }
+    (!start.is_null()).then(|| std::slice::from_raw_parts(start.cast::<u8>(), size as usize))
+}
+
 impl Values {
     /// Appends `item` when it is exactly an int, float, bytes, str or bool;
     /// `Unusual` for anything else (subclasses included), or a kind that does
@@ -77,23 +96,12 @@ impl Values {
         if ffi::PyFloat_CheckExact(item) != 0 {
             return Ok(self.push_float(ffi::PyFloat_AsDouble(item)));
         }
-        if ffi::PyBytes_CheckExact(item) != 0 {
-            let (mut start, mut len) = (std::ptr::null_mut(), 0);
-            if ffi::PyBytes_AsStringAndSize(item, &mut start, &mut len) != 0 {
-                return Err(PyErr::fetch(py));
-            }
-            // SAFETY: CPython's buffer of `len` bytes, alive as long as `item`,
-            // which outlives this call; copied before returning.
-            return Ok(self.push_bytes(std::slice::from_raw_parts(start.cast(), len as usize)));
-        }
-        if ffi::PyUnicode_CheckExact(item) != 0 {
-            let mut len = 0;
-            let start = ffi::PyUnicode_AsUTF8AndSize(item, &mut len);
-            if start.is_null() {
-                return Err(PyErr::fetch(py)); // lone surrogates have no UTF-8
-            }
-            // SAFETY: the UTF-8 form cached in the str object, alive as long as it.
-            return Ok(self.push_bytes(std::slice::from_raw_parts(start.cast(), len as usize)));
+        if ffi::PyBytes_CheckExact(item) != 0 || ffi::PyUnicode_CheckExact(item) != 0 {
+            // Copied before returning, while `item` lives.
+            return match exact_string(item) {
+                Some(bytes) => Ok(self.push_bytes(bytes)),
+                None => Err(PyErr::fetch(py)), // lone surrogates have no UTF-8
+            };
         }
         if ffi::PyBool_Check(item) != 0 {
             // Checked after int, which it is not exactly; written as 0 or 1.
@@ -239,21 +247,14 @@ impl Column {
             Values::Bytes { offsets, data } => {
                 while i < len {
                     let value = item(i);
-                    let (mut start, mut size): (*mut std::ffi::c_char, ffi::Py_ssize_t) =
-                        (std::ptr::null_mut(), 0);
+                    // Copied before the next item is asked for, while `value` lives.
                     if value.is_null() {
                         break;
-                    } else if ffi::PyBytes_CheckExact(value) != 0 {
-                        ffi::PyBytes_AsStringAndSize(value, &mut start, &mut size);
-                    } else if ffi::PyUnicode_CheckExact(value) != 0 {
-                        start = ffi::PyUnicode_AsUTF8AndSize(value, &mut size).cast_mut();
                     }
-                    if start.is_null() {
+                    let Some(bytes) = exact_string(value) else {
                         ffi::PyErr_Clear(); // not a string, or no UTF-8: `push_row` decides
                         break;
-                    }
-                    // SAFETY: the object's own bytes (or cached UTF-8), alive as long as it.
-                    let bytes = std::slice::from_raw_parts(start.cast::<u8>(), size as usize);
+                    };
                     if append_string(offsets, data, bytes).is_err() {
                         break;
                     }
