@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -332,3 +333,91 @@ def test_python_lists_of_other_types_take_the_general_path(tmp_path) -> None:
     assert [d["b"].tolist() for d in decoded] == [[1, 2], [3]]
     assert [d["c"].tolist() for d in decoded] == [[1], [2]]
     assert [d["d"].tolist() for d in decoded] == [[1.0], [2.5]]
+
+
+# --- slices read while the one before is written -----------------------------------
+
+
+def _mixed_columns(n: int = 30) -> dict:
+    # Ints that become floats at row 13; a column that no row of the first
+    # slices has; lists; a NumPy and an object column; strings.
+    return {
+        "num": [i if i != 13 else 13.5 for i in range(n)],
+        "late": [None] * 9 + [f"s{i}" for i in range(9, n)],
+        "tags": [list(range(i % 3)) for i in range(n)],
+        "arr": np.arange(n, dtype=np.int32),
+        "obj": np.array([f"o{i}".encode() for i in range(n)], dtype=object),
+        "count": list(range(n)),
+    }
+
+
+@pytest.mark.filterwarnings("ignore:column 'num'")
+@pytest.mark.parametrize("threads", [1, 2, 7])
+def test_slices_written_behind_match_the_whole_columns(tmp_path, monkeypatch, threads) -> None:
+    # Written a few rows a slice, each slice read while the one before is
+    # written: the same bytes as one slice, whatever the kinds found per slice
+    # (the slice of ints before the float starts the write over, whole).
+    from recordkit import columnar
+
+    calls: list[str] = []
+    write = columnar._write
+    monkeypatch.setattr(columnar, "_write", lambda *a: (calls.append(threading.current_thread().name), write(*a))[1])
+    for name, slice_rows in (("one", 10**9), ("sliced", 4)):
+        monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", slice_rows)
+        for kind, data in (("mixed", _mixed_columns()), ("plain", {k: v for k, v in _mixed_columns().items() if k != "num"})):
+            rk.set_num_threads(threads)
+            try:
+                rk.write_examples(tmp_path / f"{kind}-{name}.tfrecord", data, shards=2)
+            finally:
+                rk.set_num_threads(None)
+    for kind in ("mixed", "plain"):
+        for shard in ("00000", "00001"):
+            one = (tmp_path / f"{kind}-one-{shard}-of-00002.tfrecord").read_bytes()
+            assert one == (tmp_path / f"{kind}-sliced-{shard}-of-00002.tfrecord").read_bytes(), (kind, shard)
+    decoded = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "mixed-sliced-00000-of-00002.tfrecord")]
+    assert decoded[12]["num"].dtype == np.float32 and "late" not in decoded[0]
+    on_helper = {name for name in calls if name != threading.main_thread().name}
+    assert on_helper == (set() if threads == 1 else {"recordkit-writer"})
+
+
+def test_an_error_in_a_later_slice_names_the_row_and_leaves_nothing(tmp_path, monkeypatch) -> None:
+    from recordkit import columnar
+
+    monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", 4)
+    with pytest.raises(ValueError, match=r"column 'x', row 10: value 18446744073709551615 does not fit an int64"):
+        rk.write_examples(tmp_path / "x.tfrecord", {"x": list(range(10)) + [2**64 - 1], "y": list(range(11))})
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("columns", ["dict", "table"])
+def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, monkeypatch, columns) -> None:
+    # The helper thread's failure (a full disk, say) is raised here; no slice
+    # is read or written after it, and the file is not left behind.
+    pa = pytest.importorskip("pyarrow")
+    from recordkit import columnar
+
+    monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", 4)
+    write, written = columnar._write, []
+
+    def fail_third(writer, normalized, start, end, schema):
+        if len(written) == 2:
+            raise OSError(28, "No space left on device")
+        write(writer, normalized, start, end, schema)
+        written.append(end - start)
+
+    monkeypatch.setattr(columnar, "_write", fail_third)
+    data = {"x": list(range(40)), "s": [b"v"] * 40}
+    with pytest.raises(OSError, match="No space left"):
+        rk.write_examples(tmp_path / "x.tfrecord", data if columns == "dict" else pa.table(data))
+    assert written == [4, 4] and os.listdir(tmp_path) == []
+
+
+def test_rows_of_a_list_are_read_by_range_as_a_slice_would_be() -> None:
+    from recordkit import _native
+
+    rows = [1, 2, [3, 4], None, 5]
+    for start, stop in ((0, None), (1, 3), (2, 99), (4, 2), (9, None)):
+        whole = _native._column_from_rows(rows[start:stop])
+        ranged = _native._column_from_rows(rows, start, stop)
+        assert whole[0] == ranged[0] and all(
+            (a is None and b is None) or np.array_equal(a, b) for a, b in zip(whole[1:], ranged[1:])), (start, stop)

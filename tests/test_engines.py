@@ -77,3 +77,43 @@ def test_a_task_finishing_after_the_abort_removes_its_own_file(tmp_path: Path, m
     with pytest.raises(RecordkitError, match="aborted while this task ran"):
         staged.write_task([pa.table({"x": [1]})], 0)
     assert os.listdir(tmp_path) == []
+
+
+def test_an_abort_waits_for_the_tasks_running_on_other_threads(tmp_path: Path) -> None:
+    # Dask's threads raise the first failure while other tasks run on: the
+    # abort returns once they have ended, with nothing of theirs left behind.
+    import threading
+
+    staged = StagedWrite(str(tmp_path), None, "threads")
+    staged.start()
+    release, aborted = threading.Event(), threading.Event()
+
+    def tables():
+        yield pa.table({"x": [1]})
+        release.wait(10)
+        yield pa.table({"x": [2]})
+
+    errors: list[BaseException] = []
+
+    def task() -> None:
+        try:
+            staged.write_task(tables(), 0)
+        except RecordkitError as error:
+            errors.append(error)
+
+    def abort() -> None:
+        staged.abort()
+        aborted.set()
+
+    runner = threading.Thread(target=task)
+    runner.start()
+    while not os.listdir(staged.staging) or len(os.listdir(staged.staging)) < 2:
+        threading.Event().wait(0.01)  # the task's file is open beside the marker
+    aborter = threading.Thread(target=abort)
+    aborter.start()
+    assert not aborted.wait(0.3)  # still waiting for the task
+    release.set()
+    runner.join(10)
+    aborter.join(10)
+    assert aborted.is_set() and os.listdir(tmp_path) == []
+    assert len(errors) == 1 and "aborted" in str(errors[0])

@@ -3,7 +3,9 @@ tasks, and all-or-nothing writes of one staged file per task."""
 
 from __future__ import annotations
 
+import collections
 import os
+import threading
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from recordkit.errors import RecordkitError
@@ -54,7 +56,9 @@ class StagedWrite:
     for every task) must not leave its file behind: the staging folder holds a
     ``live`` marker, which abort removes before it removes the folder, and a
     task that finds no marker after writing removes its own file. Whichever
-    comes last sees the other's work.
+    comes last sees the other's work. Tasks running on threads of the process
+    that aborts (Dask's threads raise the first failure while the others run
+    on) are waited for, so that nothing is left when abort returns.
     """
 
     def __init__(self, path: str, compression: str | None, write_id: str) -> None:
@@ -80,6 +84,19 @@ class StagedWrite:
         """Writes a task's rows into its staging file: ``[(staging file, final name,
         rows)]``, empty when the task had no rows (no file is written then).
         Attempts of one task (an engine's retries) stage apart."""
+        running = (self.write_id, threading.get_ident())
+        with _tasks_changed:
+            _running_tasks[running] += 1
+        try:
+            return self._write_task(tables, task, attempt)
+        finally:
+            with _tasks_changed:
+                _running_tasks[running] -= 1
+                if not _running_tasks[running]:
+                    del _running_tasks[running]
+                _tasks_changed.notify_all()
+
+    def _write_task(self, tables: Iterable["pa.Table"], task: int, attempt: int) -> list[tuple[str, str, int]]:
         import pyarrow as pa
 
         from recordkit.columnar import write_examples
@@ -136,9 +153,19 @@ class StagedWrite:
         self.committed = done
 
     def abort(self) -> None:
-        """Removes the staging folder and everything in it."""
+        """Removes the staging folder and everything in it, once the tasks of
+        this write running on other threads of this process have ended."""
         _remove(self._live)
+        here = threading.get_ident()
+        with _tasks_changed:
+            _tasks_changed.wait_for(lambda: not any(write == self.write_id and thread != here
+                                                    for write, thread in _running_tasks))
         _remove_folder(self.staging)
+
+
+# Tasks running in this process, by (write id, thread), for abort to wait on.
+_running_tasks: collections.Counter[tuple[str, int]] = collections.Counter()
+_tasks_changed = threading.Condition()
 
 
 def _remove_folder(folder: str, retries: int = 20) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import warnings
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -278,7 +279,7 @@ def _from_array(name: str, array: np.ndarray, schema: str,
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
     if array.dtype == object and array.ndim == 1:
-        fast = _from_python_values(name, array, schema, warned)
+        fast = _from_python_values(name, array, schema, shared, warned)
         if fast is not None:
             return fast
         types = set(map(type, array))
@@ -290,13 +291,28 @@ def _from_array(name: str, array: np.ndarray, schema: str,
     return rows, (kind, values, splits, None)
 
 
-def _from_sequence(name: str, column: list, schema: str, shared: dict[tuple[int, int], np.ndarray],
+class _ListRows:
+    """Rows ``lo:hi`` of a list, not copied: a copy would touch every object the
+    list holds (to count a reference), which costs as much as reading them."""
+
+    __slots__ = ("rows", "lo", "hi")
+
+    def __init__(self, rows: list, lo: int, hi: int) -> None:
+        self.rows, self.lo, self.hi = rows, lo, hi
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+
+def _from_sequence(name: str, column: list | _ListRows, schema: str, shared: dict[tuple[int, int], np.ndarray],
                    warned: set[str] | None) -> tuple[int, Column]:
     """A column given as a Python list: read in Rust in one pass where its rows
     are plain scalars (or lists or tuples of them), else through NumPy."""
-    fast = _from_python_values(name, column, schema, warned)
+    fast = _from_python_values(name, column, schema, shared, warned)
     if fast is not None:
         return fast
+    if isinstance(column, _ListRows):
+        column = column.rows[column.lo : column.hi]
     try:
         array = np.asarray(column)
     except ValueError:
@@ -308,13 +324,16 @@ def _from_sequence(name: str, column: list, schema: str, shared: dict[tuple[int,
     return _from_lists(name, column, schema, warned)
 
 
-def _from_python_values(name: str, rows: list | np.ndarray, schema: str,
-                        warned: set[str] | None) -> tuple[int, Column] | None:
+def _from_python_values(name: str, rows: list | _ListRows | np.ndarray, schema: str,
+                        shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None) -> tuple[int, Column] | None:
     """A list or 1-D object array of rows of Python scalars (or lists or tuples
     of them, or None) read in Rust in one pass, with no NumPy conversion; None
     for anything else."""
     try:
-        found = _native._column_from_rows(rows)
+        if isinstance(rows, _ListRows):
+            found = _native._column_from_rows(rows.rows, rows.lo, rows.hi)
+        else:
+            found = _native._column_from_rows(rows)
     except ValueError as error:
         if len(error.args) == 2 and isinstance(error.args[0], int):
             raise ColumnValueError(name, *error.args) from None
@@ -323,7 +342,7 @@ def _from_python_values(name: str, rows: list | np.ndarray, schema: str,
         return None
     kind, values, splits, present = found
     if splits is None:
-        splits = _one_per_row(len(rows))
+        splits = _uniform_splits(len(rows), 1, shared)
     if kind == "bytes":
         return len(rows), ("bytes_offsets", values, splits, present)
     if kind == "none":
@@ -466,16 +485,32 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
     byte strings as ``"bytes_offsets"`` columns. Streams of record batches are
     written a batch at a time (:func:`_write_stream`), never normalized whole.
     """
-    warned = set() if warned is None else warned
+    return _normalize_items(_column_items(columns), schema, warned, flat_bytes)
+
+
+def _column_items(columns: Any) -> list[tuple[str, Any]]:
+    """``(name, column)`` for each column of a table, DataFrame or mapping, each
+    column a NumPy array, a list, a pyarrow array or ``("arrow", array)`` (a pandas
+    column pyarrow made): any other iterable is read into a list once, here."""
     module = type(columns).__module__
     if module.startswith("pyarrow") and hasattr(columns, "column_names"):
-        items = [(name, ("arrow", columns.column(name))) for name in columns.column_names]
-    elif module.startswith("pandas"):
-        items = [(str(name), _pandas_values(columns[name])) for name in columns.columns]
-    elif isinstance(columns, Mapping):
-        items = list(columns.items())
-    else:
+        return [(name, ("arrow", columns.column(name))) for name in columns.column_names]
+    if module.startswith("pandas"):
+        return [(str(name), _pandas_values(columns[name])) for name in columns.columns]
+    if not isinstance(columns, Mapping):
         raise TypeError(f"columns must be a mapping of name to column, a pyarrow Table or a pandas DataFrame, not {type(columns).__name__}")
+    items = []
+    for name, column in columns.items():
+        if not (type(column) is list or isinstance(column, np.ndarray) or type(column).__module__.startswith("pyarrow")):
+            column = list(column)
+        items.append((name, column))
+    return items
+
+
+def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str] | None = None,
+                     flat_bytes: bool = False) -> tuple[int, dict[str, Column]]:
+    """:func:`_normalize` of columns as :func:`_column_items` gives them."""
+    warned = set() if warned is None else warned
     out: dict[str, Column] = {}
     shared_splits: dict[tuple[int, int], np.ndarray] = {}
     rows = None
@@ -489,7 +524,7 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
         elif isinstance(column, np.ndarray):
             n, normalized = _from_array(name, column, schema, shared_splits, warned)
         else:
-            rows_list = column if type(column) is list else list(column)  # a list as it is: no copy
+            rows_list = column if type(column) in (list, _ListRows) else list(column)  # a list as it is: no copy
             n, normalized = _from_sequence(name, rows_list, schema, shared_splits, warned)
         if rows is not None and n != rows:
             raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
@@ -525,7 +560,7 @@ def _row_ranges(rows: int, shards: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-_WRITE_SLICE_ROWS = 262144
+_WRITE_SLICE_ROWS = 131072
 
 
 def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str, *, whole_set: bool,
@@ -537,13 +572,108 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
     if type(columns).__module__.startswith("pyarrow") and hasattr(columns, "column_names"):
         _write_table(targets, writer_factory, columns, schema, whole_set=whole_set, fsync=fsync)
         return
-    rows, normalized = _normalize(columns, schema, flat_bytes=True)
+    items = _column_items(columns)
+    warned: set[str] = set()
+    lengths = {_column_length(column) for _, column in items}
+    if len(lengths) == 1:
+        # Each slice is read (under the GIL) while the one before is encoded and written.
+        rows, kinds = lengths.pop(), {}
+        try:
+            with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
+                for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
+                    _write_behind(writer, _column_slices(items, schema, start, end, warned, kinds), schema)
+            return
+        except _SlicesDiffer:
+            pass  # nothing was kept: the whole columns below, as one
+    # The columns read whole, then encoded in slices: the path for columns whose
+    # slices differ in kind (ints, then floats), and the one that names errors.
+    rows, normalized = _normalize_items(items, schema, warned, flat_bytes=True)
     with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
             # Encode in slices so the temporary lists stay small for huge inputs;
             # each slice is one call into Rust, its rows encoded on every core.
             for lo in range(start, end, _WRITE_SLICE_ROWS):
                 _write(writer, normalized, lo, min(end, lo + _WRITE_SLICE_ROWS), schema)
+
+
+class _SlicesDiffer(Exception):
+    """The slices of a column are not all of one kind (a slice of ints, then one
+    of floats, which the whole column would store as floats), or one could not be
+    read: the write starts over with the columns read whole."""
+
+
+def _column_length(column: Any) -> int:
+    return len(column[1]) if isinstance(column, tuple) and column and column[0] == "arrow" else len(column)
+
+
+def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: int, warned: set[str],
+                   kinds: dict[str, str]) -> Iterator[tuple[int, dict[str, Column]]]:
+    """Rows ``start:end`` of the columns, normalized a slice at a time. ``kinds``
+    holds each column's kind on the wire, as the first slice with values set it
+    (shared by every shard); a slice of another kind, or one that raises, is
+    :class:`_SlicesDiffer`."""
+    for lo in range(start, end, _WRITE_SLICE_ROWS):
+        hi = min(end, lo + _WRITE_SLICE_ROWS)
+        part = [(name, _rows_of(column, lo, hi)) for name, column in items]
+        try:
+            rows, normalized = _normalize_items(part, schema, warned, flat_bytes=True)
+        except Exception as error:
+            raise _SlicesDiffer() from error
+        for name, (kind, _, _, present) in normalized.items():
+            if present is not None and not present.any():
+                continue  # no row has the feature: any kind will do
+            wire = "bytes" if kind.startswith("bytes") else kind
+            if kinds.setdefault(name, wire) != wire:
+                raise _SlicesDiffer()
+        yield rows, normalized
+
+
+def _rows_of(column: Any, lo: int, hi: int) -> Any:
+    if isinstance(column, tuple) and column and column[0] == "arrow":
+        return ("arrow", column[1].slice(lo, hi - lo))
+    if type(column).__module__.startswith("pyarrow"):
+        return column.slice(lo, hi - lo)
+    if type(column) is list:
+        return _ListRows(column, lo, hi)
+    return column[lo:hi]
+
+
+def _write_behind(writer: Any, slices: Iterable[tuple[int, dict[str, Column]]], schema: str) -> None:
+    """Writes each slice of normalized columns on a helper thread while ``slices``
+    makes the next on this one: reading Python values holds the GIL, encoding and
+    writing do not, so the two overlap. One slice is in flight at a time, so the
+    records stay in order and memory stays at two slices. With one thread (see
+    :func:`recordkit.set_num_threads`) the slices are written here, in turn."""
+    if _native._num_threads()[0] == 1:
+        for rows, normalized in slices:
+            _write(writer, normalized, 0, rows, schema)
+        return
+    failed: list[BaseException] = []
+
+    def write(rows: int, normalized: dict[str, Column]) -> None:
+        try:
+            _write(writer, normalized, 0, rows, schema)
+        except BaseException as error:  # raised again on the caller's thread
+            failed.append(error)
+
+    pending: threading.Thread | None = None
+
+    def finish() -> None:
+        if pending is not None:
+            pending.join()
+        if failed:
+            raise failed[0]
+
+    try:
+        for rows, normalized in slices:
+            finish()
+            pending = threading.Thread(target=write, args=(rows, normalized), name="recordkit-writer")
+            pending.start()
+    finally:
+        # Whatever happened, the slice in flight is done before the writer is closed or aborted.
+        if pending is not None:
+            pending.join()
+    finish()
 
 
 def _arrow_stream(columns: Any) -> Any:
@@ -576,10 +706,9 @@ def _write_table(targets: list[Any], writer_factory: Any, table: Any, schema: st
     warned: set[str] = set()
     with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(table.num_rows, len(writers))):
-            for lo in range(start, end, _WRITE_SLICE_ROWS):
-                rows, normalized = _normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema,
+            _write_behind(writer, (_normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema,
                                                      warned, lo)
-                _write(writer, normalized, 0, rows, schema)
+                                   for lo in range(start, end, _WRITE_SLICE_ROWS)), schema)
 
 
 def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: str, *, whole_set: bool,
@@ -595,14 +724,17 @@ def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: 
         raise ValueError("no columns to write")
     warned: set[str] = set()
 
-    def write_batches(writer: Any) -> None:
+    def slices() -> Iterator[tuple[int, dict[str, Column]]]:
         done = 0
         for batch in stream:
             for lo in range(0, batch.num_rows, _WRITE_SLICE_ROWS):
                 part = pa.Table.from_batches([batch.slice(lo, _WRITE_SLICE_ROWS)])
                 rows, normalized = _normalized_slice(part, schema, warned, done)
-                _write(writer, normalized, 0, rows, schema)
+                yield rows, normalized
                 done += rows
+
+    def write_batches(writer: Any) -> None:
+        _write_behind(writer, slices(), schema)
 
     if len(targets) == 1:
         with all_or_nothing([writer_factory(targets[0])], whole_set=whole_set, fsync=fsync) as writers:

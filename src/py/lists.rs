@@ -361,15 +361,20 @@ impl Column {
 /// `"int64"` (ints and bools), `"float64"`, `"bytes"` (values as `(offsets,
 /// data)`) or `"none"` (no value in any row); `splits` is None when every row
 /// holds exactly one value, and `present` is None when every row has the
-/// feature. `rows` is a list or a 1-D object array; a row is None (missing), a
-/// scalar, or a list or tuple of scalars. None when the rows hold anything else
-/// (NumPy arrays, deeper nesting, strings mixed with numbers): the caller's
-/// general path takes those.
+/// feature. `rows` is a list or a 1-D object array, of which rows
+/// `start..stop` are read (a slice of a list would touch every object it
+/// holds, to count a reference); a row is None (missing), a scalar, or a list
+/// or tuple of scalars. None when the rows hold anything else (NumPy arrays,
+/// deeper nesting, strings mixed with numbers): the caller's general path
+/// takes those.
 #[pyfunction]
+#[pyo3(signature = (rows, start = 0, stop = None))]
 #[allow(clippy::type_complexity)]
 pub fn _column_from_rows(
     py: Python<'_>,
     rows: &Bound<'_, PyAny>,
+    start: usize,
+    stop: Option<usize>,
 ) -> PyResult<
     Option<(
         &'static str,
@@ -379,15 +384,22 @@ pub fn _column_from_rows(
     )>,
 > {
     crate::py::errors::guard(|| {
+        // Rows `start..stop` of `len`, clamped as a slice would be.
+        let span = |len: usize| {
+            let stop = stop.map_or(len, |s| s.min(len));
+            (start.min(stop), stop)
+        };
         let column = if let Ok(list) = rows.cast::<PyList>() {
-            let len = list.len();
-            let mut column = Column::new(len);
+            let (start, stop) = span(list.len());
+            let mut column = Column::new(stop - start);
             let list = list.as_ptr();
-            // SAFETY: borrowed items of a list the caller holds, below its
-            // length; reading runs no Python code, so the list keeps both.
-            let item = |i: usize| unsafe { ffi::PyList_GetItem(list, i as ffi::Py_ssize_t) };
+            // SAFETY: borrowed items of a list the caller holds; `PyList_GetItem`
+            // checks the index (null past the end, which `read` handles), and
+            // reading runs no Python code, so the list keeps its items.
+            let item =
+                |i: usize| unsafe { ffi::PyList_GetItem(list, (start + i) as ffi::Py_ssize_t) };
             // SAFETY: as above.
-            if unsafe { column.read(py, item, len)? }.is_none() {
+            if unsafe { column.read(py, item, stop - start)? }.is_none() {
                 return Ok(None);
             }
             column
@@ -398,6 +410,8 @@ pub fn _column_from_rows(
             let Ok(items) = array.as_slice() else {
                 return Ok(None); // strided: the general path
             };
+            let (start, stop) = span(items.len());
+            let items = &items[start..stop];
             let mut column = Column::new(items.len());
             // SAFETY: the array, borrowed read-only, holds each item, and
             // reading runs no Python code that could change it.

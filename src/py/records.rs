@@ -395,6 +395,19 @@ pub struct PyRecordWriter {
     records: u64,
     /// Framed bytes written, before compression.
     bytes: u64,
+    /// Encoding buffers kept from one `write_columns` call to the next: a
+    /// new one would be zeroed again (a write of many slices zeroed tens of MB).
+    spare: Vec<Vec<u8>>,
+}
+
+/// The largest encoding buffer kept in [`PyRecordWriter::spare`]: one that
+/// grew for a huge row goes back to the allocator.
+const SPARE_BUFFER_LIMIT: usize = 2 * ENCODE_CHUNK_BYTES;
+
+fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>) {
+    if buffer.capacity() <= SPARE_BUFFER_LIMIT {
+        spare.push(buffer);
+    }
 }
 
 /// The most rows encoded per chunk (~1.6 MB of small Examples): each chunk
@@ -590,6 +603,7 @@ impl PyRecordWriter {
                 name,
                 records: 0,
                 bytes: 0,
+                spare: Vec::new(),
             })
         })
     }
@@ -685,6 +699,7 @@ impl PyRecordWriter {
             let format = self.format;
             let name = &self.name;
             let sink = open_sink(&mut self.sink, &self.failure, name)?;
+            let spare = &mut self.spare;
             // The values are borrowed from NumPy arrays while the GIL is released:
             // like any C extension, this assumes no other thread resizes them meanwhile.
             let written = py.detach(|| -> Result<u64> {
@@ -705,7 +720,7 @@ impl PyRecordWriter {
                     .collect();
                 let threads = crate::threads::available().min(chunks.len());
                 if threads <= 1 {
-                    let mut buffer = Vec::new();
+                    let mut buffer = spare.pop().unwrap_or_default();
                     for range in chunks {
                         let used = encode_frames(
                             &sources,
@@ -718,6 +733,7 @@ impl PyRecordWriter {
                         );
                         write(&buffer[..used])?;
                     }
+                    keep_spare(spare, buffer);
                     return Ok(written);
                 }
                 // Chunk k is encoded by thread k % threads into one of its two
@@ -729,8 +745,9 @@ impl PyRecordWriter {
                         let (filled_tx, filled_rx) =
                             std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
                         let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
-                        empty_tx.send(Vec::new()).ok();
-                        empty_tx.send(Vec::new()).ok();
+                        for _ in 0..2 {
+                            empty_tx.send(spare.pop().unwrap_or_default()).ok();
+                        }
                         let (sources, layouts, chunks, encoder) =
                             (&sources, &layouts, &chunks, &encoder);
                         scope.spawn(move || {
@@ -759,7 +776,11 @@ impl PyRecordWriter {
                         let (buffer, used) =
                             filled_rx.recv().expect("an encoder thread ended early");
                         write(&buffer[..used])?;
-                        empty_tx.send(buffer).ok();
+                        if k + 2 * threads < chunks.len() {
+                            empty_tx.send(buffer).ok(); // for this lane's chunk after next
+                        } else {
+                            keep_spare(spare, buffer); // the lane needs it no more
+                        }
                     }
                     Ok(())
                 })?;
@@ -790,6 +811,7 @@ impl PyRecordWriter {
     /// after a failed write it fails every time: the file is incomplete.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         crate::py::errors::guard(|| {
+            self.spare = Vec::new();
             if self.failure.is_some() {
                 open_sink(&mut self.sink, &self.failure, &self.name)?;
             }
