@@ -7,7 +7,6 @@ NumPy (or pyarrow, or pandas) columns.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import threading
@@ -22,6 +21,7 @@ from recordkit.features import FeatureSpec
 from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
 from recordkit._shardsets import shard_names
 from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing, warn_skipped
+from recordkit.threads import get_num_threads
 
 __all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches",
            "scanned_batches", "scanner_batches", "per_file_limit"]
@@ -389,7 +389,7 @@ def _pandas_values(series: Any) -> Any:
         return series.to_numpy()
     import pyarrow as pa
 
-    return ("arrow", pa.Array.from_pandas(series))
+    return pa.Array.from_pandas(series)
 
 
 def _plain_arrow(name: str, array: Any) -> Any:
@@ -429,16 +429,8 @@ def _arrow_offsets(values: Any) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
-@functools.lru_cache(maxsize=1)
-def _one_per_row(rows: int) -> np.ndarray:
-    """Splits of a column holding one value per row, shared by every such column
-    of a batch (the writer then rebases them once)."""
-    splits = np.arange(rows + 1, dtype=np.int64)
-    splits.flags.writeable = False
-    return splits
-
-
-def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None, flat_bytes: bool = False) -> tuple[int, Column]:
+def _from_arrow(name: str, array: Any, schema: str, shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None,
+                flat_bytes: bool = False) -> tuple[int, Column]:
     """One Arrow column. With ``flat_bytes``, byte strings stay in Arrow's layout
     (kind ``"bytes_offsets"``: offsets into one buffer) for the Rust encoder, with
     no Python object per value."""
@@ -465,7 +457,7 @@ def _from_arrow(name: str, array: Any, schema: str, warned: set[str] | None, fla
         if present is not None:
             splits = np.concatenate([[0], np.cumsum(present.astype(np.int64))])
         else:
-            splits = _one_per_row(len(array))
+            splits = _uniform_splits(len(array), 1, shared)
     splits = splits.astype(np.int64, copy=False)
     if flat_bytes and _is_arrow_bytes(flat.type):
         return len(array), ("bytes_offsets", _arrow_offsets(flat), splits, present)
@@ -490,11 +482,11 @@ def _normalize(columns: Any, schema: str, warned: set[str] | None = None,
 
 def _column_items(columns: Any) -> list[tuple[str, Any]]:
     """``(name, column)`` for each column of a table, DataFrame or mapping, each
-    column a NumPy array, a list, a pyarrow array or ``("arrow", array)`` (a pandas
-    column pyarrow made): any other iterable is read into a list once, here."""
+    column a NumPy array, a list or a pyarrow array (a pandas column not backed by
+    NumPy, as pyarrow makes it): any other iterable is read into a list once, here."""
     module = type(columns).__module__
     if module.startswith("pyarrow") and hasattr(columns, "column_names"):
-        return [(name, ("arrow", columns.column(name))) for name in columns.column_names]
+        return [(name, columns.column(name)) for name in columns.column_names]
     if module.startswith("pandas"):
         return [(str(name), _pandas_values(columns[name])) for name in columns.columns]
     if not isinstance(columns, Mapping):
@@ -517,10 +509,8 @@ def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str]
     for name, column in items:
         if not isinstance(name, str):
             raise TypeError(f"column names are str, not {name!r}")
-        if isinstance(column, tuple) and column and column[0] == "arrow":
-            n, normalized = _from_arrow(name, column[1], schema, warned, flat_bytes)
-        elif type(column).__module__.startswith("pyarrow"):
-            n, normalized = _from_arrow(name, column, schema, warned, flat_bytes)
+        if type(column).__module__.startswith("pyarrow"):
+            n, normalized = _from_arrow(name, column, schema, shared_splits, warned, flat_bytes)
         elif isinstance(column, np.ndarray):
             n, normalized = _from_array(name, column, schema, shared_splits, warned)
         else:
@@ -574,7 +564,7 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
         return
     items = _column_items(columns)
     warned: set[str] = set()
-    lengths = {_column_length(column) for _, column in items}
+    lengths = {len(column) for _, column in items}
     if len(lengths) == 1:
         # Each slice is read (under the GIL) while the one before is encoded and written.
         rows, kinds = lengths.pop(), {}
@@ -602,10 +592,6 @@ class _SlicesDiffer(Exception):
     read: the write starts over with the columns read whole."""
 
 
-def _column_length(column: Any) -> int:
-    return len(column[1]) if isinstance(column, tuple) and column and column[0] == "arrow" else len(column)
-
-
 def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: int, warned: set[str],
                    kinds: dict[str, str]) -> Iterator[tuple[int, dict[str, Column]]]:
     """Rows ``start:end`` of the columns, normalized a slice at a time. ``kinds``
@@ -629,8 +615,6 @@ def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: i
 
 
 def _rows_of(column: Any, lo: int, hi: int) -> Any:
-    if isinstance(column, tuple) and column and column[0] == "arrow":
-        return ("arrow", column[1].slice(lo, hi - lo))
     if type(column).__module__.startswith("pyarrow"):
         return column.slice(lo, hi - lo)
     if type(column) is list:
@@ -644,7 +628,7 @@ def _write_behind(writer: Any, slices: Iterable[tuple[int, dict[str, Column]]], 
     writing do not, so the two overlap. One slice is in flight at a time, so the
     records stay in order and memory stays at two slices. With one thread (see
     :func:`recordkit.set_num_threads`) the slices are written here, in turn."""
-    if _native._num_threads()[0] == 1:
+    if get_num_threads() == 1:
         for rows, normalized in slices:
             _write(writer, normalized, 0, rows, schema)
         return
