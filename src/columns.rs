@@ -1018,13 +1018,19 @@ pub(crate) mod timing {
     /// The CPU time this thread has used, in seconds.
     #[cfg(unix)]
     fn thread_cpu_seconds() -> f64 {
+        cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
+    }
+
+    /// The CPU time `clock` (a thread's or the process's) has counted, in seconds.
+    #[cfg(unix)]
+    pub(crate) fn cpu_seconds(clock: libc::clockid_t) -> f64 {
         let mut now = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
-        // SAFETY: `now` is a valid, writable timespec, and the clock id is a
-        // constant that every Unix we build for knows.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        // SAFETY: `now` is a valid, writable timespec, and the callers pass
+        // clock ids that every Unix we build for knows.
+        unsafe { libc::clock_gettime(clock, &mut now) };
         now.tv_sec as f64 + now.tv_nsec as f64 * 1e-9
     }
 

@@ -400,8 +400,11 @@ mod timing {
 
     /// The batch reader alone, as `read_examples` drives it without Python:
     /// 1 M tutorial records from a mapped file, 1 and 2 threads alternating,
-    /// every time printed (the machine's noise shows in their spread).
+    /// every wall time printed with the process's CPU time (the machine's
+    /// noise shows in their spread; CPU time that grows with the thread
+    /// count for the same records is work the threads add).
     /// `cargo test --release py::batches::timing -- --ignored --nocapture`
+    #[cfg(unix)]
     #[test]
     #[ignore]
     fn reader_by_thread_count() {
@@ -414,11 +417,12 @@ mod timing {
             .for_each(|r| write_tfrecord(&mut out, r).unwrap());
         drop(out);
         crate::py::memory::adapt_malloc_to_large_records();
-        let mut times: [Vec<u128>; 2] = [Vec::new(), Vec::new()];
+        let cpu = || crate::columns::timing::cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID);
+        let mut times: [Vec<(u32, u32)>; 2] = [Vec::new(), Vec::new()];
         for _ in 0..12 {
             for threads in [1, 2] {
                 crate::threads::set(Some(threads));
-                let start = std::time::Instant::now();
+                let (start, cpu_start) = (std::time::Instant::now(), cpu());
                 let win = MappedWindow::new(std::fs::File::open(&path).unwrap()).unwrap();
                 let scanner =
                     Scanner::new(Box::new(win), Format::TfRecord, true, false, String::new())
@@ -435,14 +439,22 @@ mod timing {
                     std::hint::black_box(batch);
                 }
                 assert_eq!(read, records.len());
-                times[threads - 1].push(start.elapsed().as_millis());
+                times[threads - 1].push((
+                    start.elapsed().as_millis() as u32,
+                    ((cpu() - cpu_start) * 1e3) as u32,
+                ));
             }
         }
         crate::threads::set(None);
         std::fs::remove_file(&path).unwrap();
         for (i, mut t) in times.into_iter().enumerate() {
             t.sort_unstable();
-            println!("{} thread(s), ms, sorted: {t:?}", i + 1);
+            let shown: Vec<String> = t.iter().map(|(w, c)| format!("{w}/{c}")).collect();
+            println!(
+                "{} thread(s), ms wall/CPU, sorted: {}",
+                i + 1,
+                shown.join(" ")
+            );
         }
     }
 }
