@@ -126,11 +126,83 @@ impl RecentShortBytes {
     }
 }
 
+/// Values from this size are copied into their `bytes` objects with the GIL
+/// released, on every core where there is enough of them (see
+/// [`large_bytes_array`]); smaller ones are not worth an object made apart.
+const FILLED_APART_FROM: usize = 64 << 10;
+
+/// An object array of `bytes` for values among which large ones (150 KB
+/// images, say) hold enough bytes to share out among threads: each large
+/// object is made empty under the GIL, then the threads copy the values in
+/// with the GIL released. None where one thread would do it all anyway.
+fn large_bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Option<Bound<'py, PyAny>> {
+    let large = || values.iter().filter(|v| v.len() >= FILLED_APART_FROM);
+    let total: usize = large().map(|v| v.len()).sum();
+    let threads = crate::threads::available().min(total / crate::threads::BYTES_PER_THREAD);
+    if threads <= 1 {
+        return None;
+    }
+    let mut recent = RecentShortBytes::new();
+    let mut fills: Vec<(usize, &[u8])> = Vec::with_capacity(large().count());
+    let objects: Vec<Py<PyAny>> = values
+        .iter()
+        .map(|&value| {
+            if value.len() < FILLED_APART_FROM {
+                return recent.get(py, value);
+            }
+            // SAFETY: a NULL source asks CPython for an uninitialized object
+            // of `value.len()` bytes (the length fits: it is a slice's); a
+            // NULL result (no memory) panics in `from_owned_ptr`, as
+            // `PyBytes::new` does. The object is ours alone, held in
+            // `objects`, and `PyBytes_AsString` of a `bytes` object is its
+            // buffer, which lives as long as the object.
+            unsafe {
+                let raw = pyo3::ffi::PyBytes_FromStringAndSize(
+                    std::ptr::null(),
+                    value.len() as pyo3::ffi::Py_ssize_t,
+                );
+                let object = Bound::from_owned_ptr(py, raw);
+                fills.push((pyo3::ffi::PyBytes_AsString(raw) as usize, value));
+                object.unbind()
+            }
+        })
+        .collect();
+    let share = total.div_ceil(threads);
+    let mut runs: Vec<&[(usize, &[u8])]> = Vec::new();
+    let (mut first, mut bytes) = (0, 0);
+    for (i, (_, value)) in fills.iter().enumerate() {
+        bytes += value.len();
+        if bytes >= share || i + 1 == fills.len() {
+            runs.push(&fills[first..=i]);
+            (first, bytes) = (i + 1, 0);
+        }
+    }
+    py.detach(|| {
+        crate::threads::map_in_turn(&runs, threads, |_, run| {
+            for &(buffer, value) in *run {
+                // SAFETY: `buffer` is the `value.len()` bytes of a `bytes`
+                // object made above for this value alone (so no two writes
+                // overlap), kept alive in `objects` until after this call, and
+                // not yet seen by any Python code, which could only reach it
+                // once this function returns: writing it with the GIL released
+                // races with nothing. CPython documents filling an object made
+                // from NULL this way, before it is used.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(value.as_ptr(), buffer as *mut u8, value.len())
+                }
+            }
+        })
+    });
+    Some(PyArray1::from_vec(py, objects).into_any())
+}
+
 fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
     match buffer {
         Buffer::Int64(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Float32(v) => v.into_pyarray(py).into_any().unbind(),
-        Buffer::Bytes(v) => bytes_array(py, v.iter().copied()).unbind(),
+        Buffer::Bytes(v) => large_bytes_array(py, &v)
+            .unwrap_or_else(|| bytes_array(py, v.iter().copied()))
+            .unbind(),
         Buffer::Float64(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Int32(v) => v.into_pyarray(py).into_any().unbind(),
     }
