@@ -11,6 +11,8 @@
 4. An Arrow table of the tutorial's 1 M rows -> TFRecord with `write_examples`,
    against TensorFlow writing the same records already serialized
    (`tf.io.TFRecordWriter.write` per record), each to a new file. Target: >= 10 x.
+   Beside it, `rk.convert` of the same rows from a Parquet file (read, then
+   written while the next chunk is read), printed for the record.
 
 Usage: python benchmarks/bench_tables.py [--records N] [--large N] [--repeats R]
 """
@@ -88,15 +90,34 @@ def main() -> None:
     # deleted first, outside the timing, for both contenders.
     out, tf_out = DATA / "arrow-written.tfrecord", DATA / "tf-written.tfrecord"
 
-    contenders, setups = [lambda: rk.write_examples(out, arrow)], [removal(out)]
+    import pyarrow.parquet as pq
+
+    parquet, converted = DATA / "tutorial.parquet", DATA / "converted" / "t.tfrecord"
+    pq.write_table(arrow, parquet)
+    shards: list[str] = []
+
+    def convert() -> None:
+        shards[:] = rk.convert(parquet, converted)  # past 100 MB: two shards, as convert cuts them
+
+    def remove_shards() -> None:
+        for shard in converted.parent.glob("*.tfrecord"):
+            shard.unlink()
+
+    contenders = [lambda: rk.write_examples(out, arrow), convert]
+    setups = [removal(out), remove_shards]
     if tf:
         contenders.append(tensorflow_writer(tf, list(rk.TFRecordReader(path)), tf_out))
         setups.append(removal(tf_out))
     timed = best_of_each(contenders, args.repeats, setups)
+    assert b"".join(open(shard, "rb").read() for shard in shards) == out.read_bytes()
     line = f"\n4. Arrow table of {args.records:,} rows -> a new TFRecord file: {timed[0][0]:.3f} s"
     if tf:
         assert tf_out.read_bytes() == out.read_bytes()
-        line += f"; TensorFlow's writer {timed[1][0]:.3f} s: {timed[1][0] / timed[0][0]:.1f} x (target >= 10 x)"
+        line += f"; TensorFlow's writer {timed[2][0]:.3f} s: {timed[2][0] / timed[0][0]:.1f} x (target >= 10 x)"
+    print(line)
+    line = f"   rk.convert from Parquet (read and written): {timed[1][0]:.3f} s"
+    if tf:
+        line += f": {timed[2][0] / timed[1][0]:.1f} x TensorFlow's writer"
     print(line)
 
 

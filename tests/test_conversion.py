@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
-import warnings
+import os
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -244,6 +246,7 @@ def test_float64_narrowing_warns_once_per_column_and_bools_are_int64_from_every_
         FLOAT64_SOURCES[source](tmp_path)
     messages = [str(w.message) for w in caught]
     assert messages == ["column 'x': float64 values are stored as float32 (tf.train.Example has no float64)"], messages
+    assert not caught[0].filename.endswith("threading.py")  # warned on the caller's thread, not a writer's
     first = rk.decode_example(next(iter(rk.TFRecordReader(tmp_path / "o.tfrecord"))))
     assert first["b"].dtype == np.int64 and first["b"].tolist() == [1]
     assert first["x"].dtype == np.float32
@@ -277,3 +280,54 @@ def test_csv_booleans_mixed_with_numbers_stay_text(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text("m,e\nTrue,\n1,\n")
     rk.convert(tmp_path / "t.csv", tmp_path / "o.tfrecord")
     assert rk.decode_example(next(iter(rk.TFRecordReader(tmp_path / "o.tfrecord")))) == {"m": [b"True"]}
+
+
+def _parquet(tmp_path: Path, rows: int) -> Path:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    table = pa.table({
+        "id": np.arange(rows),
+        "name": pa.array([None if i % 7 == 3 else b"n%d" % v for i, v in enumerate(rng.integers(0, 1 << 30, rows))]),
+        "score": rng.random(rows).astype(np.float32),
+        "tags": pa.array([rng.integers(-9, 9, k).tolist() for k in rng.integers(0, 4, rows)]),
+    })
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=rows // 3)
+    return path
+
+
+@pytest.mark.parametrize("options", [{}, {"shard_size": "40kB"}, {"shards": 3}])
+def test_conversion_writes_the_same_bytes_at_every_thread_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                options: dict) -> None:
+    # Chunks of about 4 kB: each is written on a helper thread while the next is read,
+    # and shards are cut by size between writes, as with one thread.
+    monkeypatch.setattr(rk.conversion, "_CHUNK_BYTES", 4096)
+    source = _parquet(tmp_path, 5000)
+    outputs = []
+    try:
+        for count in (1, 2, 7):
+            rk.set_num_threads(count)
+            shards = rk.convert(source, tmp_path / f"out-{count}" / "t.tfrecord", **options)
+            outputs.append([Path(s).read_bytes() for s in shards])
+    finally:
+        rk.set_num_threads(None)
+    assert outputs[0] == outputs[1] == outputs[2]
+    records = [r for data in outputs[0] for r in rk.TFRecordReader(io.BytesIO(data))]
+    assert [int(rk.decode_example(r)["id"][0]) for r in records] == list(range(5000))
+    if options:
+        assert len(outputs[0]) > 2
+
+
+def test_parquet_is_read_in_chunks_of_bytes_not_of_rows(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from recordkit.conversion import _ParquetSource
+
+    wide = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({"image": [bytes([i]) * (1 << 20) for i in range(40)]}), wide, compression="none")
+    assert _ParquetSource(str(wide))._chunk_rows() in (15, 16)  # 16 MiB of 1 MiB rows (and headers), not 8192
+    narrow = _parquet(tmp_path, 3000)
+    assert _ParquetSource(str(narrow))._chunk_rows() == 131072
+    [out] = rk.convert(wide, tmp_path / "wide.tfrecord")
+    assert [rk.decode_example(r)["image"][0][:1] for r in rk.TFRecordReader(out)] == [bytes([i]) for i in range(40)]

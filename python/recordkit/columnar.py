@@ -571,7 +571,7 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
         try:
             with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
                 for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
-                    _write_behind(writer, _column_slices(items, schema, start, end, warned, kinds), schema)
+                    _write_behind(_slices_writer(writer, schema), _column_slices(items, schema, start, end, warned, kinds))
             return
         except _SlicesDiffer:
             pass  # nothing was kept: the whole columns below, as one
@@ -622,21 +622,28 @@ def _rows_of(column: Any, lo: int, hi: int) -> Any:
     return column[lo:hi]
 
 
-def _write_behind(writer: Any, slices: Iterable[tuple[int, dict[str, Column]]], schema: str) -> None:
-    """Writes each slice of normalized columns on a helper thread while ``slices``
-    makes the next on this one: reading Python values holds the GIL, encoding and
-    writing do not, so the two overlap. One slice is in flight at a time, so the
-    records stay in order and memory stays at two slices. With one thread (see
-    :func:`recordkit.set_num_threads`) the slices are written here, in turn."""
+def _slices_writer(writer: Any, schema: str) -> Callable[[int, dict[str, Column]], None]:
+    """Writes one slice of normalized columns, whole, with ``writer``."""
+    return lambda rows, normalized: _write(writer, normalized, 0, rows, schema)
+
+
+def _write_behind(write: Callable[[int, dict[str, Column]], None], slices: Iterable[tuple[int, dict[str, Column]]]) -> None:
+    """``write(rows, columns)`` for each slice of normalized columns, on a helper
+    thread while ``slices`` makes the next on this one: reading Python values holds
+    the GIL, encoding and writing do not, so the two overlap. One slice is in
+    flight at a time, so the records stay in order, memory stays at two slices, and
+    ``write`` runs for one slice at a time (it may keep state without a lock). A
+    failure in ``write`` is raised here, once the slice in flight is done. With one
+    thread (see :func:`recordkit.set_num_threads`) the slices are written here, in turn."""
     if get_num_threads() == 1:
         for rows, normalized in slices:
-            _write(writer, normalized, 0, rows, schema)
+            write(rows, normalized)
         return
     failed: list[BaseException] = []
 
-    def write(rows: int, normalized: dict[str, Column]) -> None:
+    def write_caught(rows: int, normalized: dict[str, Column]) -> None:
         try:
-            _write(writer, normalized, 0, rows, schema)
+            write(rows, normalized)
         except BaseException as error:  # raised again on the caller's thread
             failed.append(error)
 
@@ -651,7 +658,7 @@ def _write_behind(writer: Any, slices: Iterable[tuple[int, dict[str, Column]]], 
     try:
         for rows, normalized in slices:
             finish()
-            pending = threading.Thread(target=write, args=(rows, normalized), name="recordkit-writer")
+            pending = threading.Thread(target=write_caught, args=(rows, normalized), name="recordkit-writer")
             pending.start()
     finally:
         # Whatever happened, the slice in flight is done before the writer is closed or aborted.
@@ -690,9 +697,9 @@ def _write_table(targets: list[Any], writer_factory: Any, table: Any, schema: st
     warned: set[str] = set()
     with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(table.num_rows, len(writers))):
-            _write_behind(writer, (_normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema,
-                                                     warned, lo)
-                                   for lo in range(start, end, _WRITE_SLICE_ROWS)), schema)
+            _write_behind(_slices_writer(writer, schema),
+                          (_normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema, warned, lo)
+                           for lo in range(start, end, _WRITE_SLICE_ROWS)))
 
 
 def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: str, *, whole_set: bool,
@@ -718,7 +725,7 @@ def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: 
                 done += rows
 
     def write_batches(writer: Any) -> None:
-        _write_behind(writer, slices(), schema)
+        _write_behind(_slices_writer(writer, schema), slices())
 
     if len(targets) == 1:
         with all_or_nothing([writer_factory(targets[0])], whole_set=whole_set, fsync=fsync) as writers:
