@@ -421,3 +421,21 @@ def test_rows_of_a_list_are_read_by_range_as_a_slice_would_be() -> None:
         ranged = _native._column_from_rows(rows, start, stop)
         assert whole[0] == ranged[0] and all(
             (a is None and b is None) or np.array_equal(a, b) for a, b in zip(whole[1:], ranged[1:])), (start, stop)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batches_bounded_by_bytes_end_once_their_records_reach_the_bound(tmp_path: Path, threads: int) -> None:
+    from recordkit.columnar import example_column_batches
+
+    path = tmp_path / "sizes.tfrecord"
+    sizes = [10, 10, 5000, 10, 10, 10, 9000, 9000, 10]
+    rk.write_examples(path, {"v": np.array([b"x" * n for n in sizes], dtype=object)})
+    rk.set_num_threads(threads)
+    try:
+        batches = list(example_column_batches([path], [("v", "string")], 4, max_bytes=5000))
+    finally:
+        rk.set_num_threads(None)
+    # A batch ends with the record that takes it to 5000 bytes (records hold a few
+    # bytes more than their value), or at 4 records; never empty.
+    assert [rows for rows, _ in batches] == [3, 4, 1, 1]
+    assert [len(v) for _, [(values, _, _)] in batches for v in values] == sizes

@@ -331,3 +331,20 @@ def test_parquet_is_read_in_chunks_of_bytes_not_of_rows(tmp_path: Path) -> None:
     assert _ParquetSource(str(narrow))._chunk_rows() == 131072
     [out] = rk.convert(wide, tmp_path / "wide.tfrecord")
     assert [rk.decode_example(r)["image"][0][:1] for r in rk.TFRecordReader(out)] == [bytes([i]) for i in range(40)]
+
+
+def test_records_are_converted_in_chunks_of_bytes_not_of_rows(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    wide = tmp_path / "wide.tfrecord"
+    rk.write_examples(wide, {"image": np.array([bytes([i]) * (1 << 20) for i in range(40)], dtype=object)})
+    rk.convert(wide, tmp_path / "wide.parquet")
+    groups = pq.ParquetFile(tmp_path / "wide.parquet").metadata
+    # About 16 MiB of records a chunk (each chunk one row group), not 8192 records.
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [16, 16, 8]
+    column = pq.read_table(tmp_path / "wide.parquet").column("image").to_pylist()  # text: the bytes are UTF-8
+    assert [(len(v), ord(v[0])) for v in column] == [(1 << 20, i) for i in range(40)]
+    narrow = tmp_path / "narrow.tfrecord"
+    rk.write_examples(narrow, {"id": np.arange(70_000)})
+    rk.convert(narrow, tmp_path / "narrow.parquet")
+    groups = pq.ParquetFile(tmp_path / "narrow.parquet").metadata
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [65536, 70_000 - 65536]

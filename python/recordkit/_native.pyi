@@ -41,6 +41,7 @@ class ExampleBatches:
         requests: list[tuple[str, str]],
         *,
         batch_size: int,
+        max_bytes: int | None = None,
         limit: int | None = None,
         flat_bytes: bool = False,
         schema: Literal["tensorflow", "oneflow"] = "tensorflow",

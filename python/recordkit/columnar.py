@@ -95,17 +95,19 @@ def example_column_batches(
     limit: int | None = None,
     flat_bytes: bool = False,
     format: str = "tfrecord",
+    max_bytes: int | None = None,
 ) -> Iterator[tuple[int, list[Any]]]:
     """``(records, [(values, counts, uniform)] per request)`` batches of Examples (of
     OFRecords with ``format="ofrecord"``), framed, checked and parsed in Rust, the next
     batch on other threads while the caller takes this one (counts are -1 where a record
     lacks the feature). Batches do not span files. With ``limit``, at most that many
     records, taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``,
-    byte strings come as ``(offsets, data)`` arrays instead of object arrays."""
+    byte strings come as ``(offsets, data)`` arrays instead of object arrays. With
+    ``max_bytes``, a batch ends early once its records hold that many bytes."""
     schema = "oneflow" if format == "ofrecord" else "tensorflow"
 
     def batches(scanner: Any, want: int | None) -> Any:
-        return _native.ExampleBatches(scanner, requests, batch_size=batch_size, limit=want,
+        return _native.ExampleBatches(scanner, requests, batch_size=batch_size, max_bytes=max_bytes, limit=want,
                                       flat_bytes=flat_bytes, schema=schema)
 
     for _, count, columns in scanned_batches(paths, batches, format=format, compression=compression,

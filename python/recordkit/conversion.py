@@ -56,7 +56,11 @@ _SUFFIXES = {
 _COMPRESSION_SUFFIXES = (".gz", ".gzip", ".zz", ".zlib")
 _IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 _CHUNK_ROWS = 8192
-_CHUNK_BYTES = 16 << 20  # a Parquet chunk's rows, uncompressed
+# Parquet chunks, and chunks of records parsed in Rust, hold about this many bytes
+# (the records' or the Parquet file's, uncompressed), and at most this many rows:
+# a Parquet output's row groups are the chunks.
+_CHUNK_BYTES = 16 << 20
+_PARSED_CHUNK_ROWS = 65536
 _SHARD_BYTES = 100_000_000  # the TensorFlow tutorial's "~100 MB per shard"
 _NATIVE_KINDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_list",
                  "double": "double_list", "int32": "int32_list"}
@@ -262,8 +266,8 @@ class _RecordSource(_Source):
         """Chunks framed, checked and parsed into columns by Rust, one call per chunk;
         byte strings stay in Arrow's layout (``"bytes_offsets"``)."""
         requests = [(name, _REQUEST_DTYPES[info.kind]) for name, info in self.columns.items()]
-        for rows, parsed in example_column_batches(self.files, requests, _CHUNK_ROWS, compression=self.compression,
-                                                   flat_bytes=True, format=self.format):
+        for rows, parsed in example_column_batches(self.files, requests, _PARSED_CHUNK_ROWS, compression=self.compression,
+                                                   flat_bytes=True, format=self.format, max_bytes=_CHUNK_BYTES):
             columns = {}
             for (name, info), (values, counts, _) in zip(self.columns.items(), parsed):
                 present = counts >= 0

@@ -60,20 +60,28 @@ struct Framed {
 /// rather than held twice.
 const COPIED_BATCH_BYTES: usize = 64 << 20;
 
-/// Frames the next batch: `batch_size` records, or what is `left` of a limit.
+/// How much a batch holds: `records`, or fewer once their payloads reach
+/// `bytes` (at least one record either way).
+#[derive(Clone, Copy)]
+struct BatchSize {
+    records: usize,
+    bytes: usize,
+}
+
+/// Frames the next batch: `size` records (or bytes), or what is `left` of a limit.
 /// With `copy`, the records of a stream (not a mapped file, whose records stay
 /// where they are) are copied out of the scanner's window, where the batch is
 /// one to frame the next behind (`FRAME_AHEAD_RECORDS`) and `COPIED_BATCH_BYTES` at most.
 fn frame(
     scanner: &mut Scanner,
     left: &mut Option<u64>,
-    batch_size: usize,
+    size: BatchSize,
     mut spans: Vec<Span>,
     copy: bool,
 ) -> Result<Framed> {
-    let want = left.map_or(batch_size as u64, |left| left.min(batch_size as u64)) as usize;
+    let want = left.map_or(size.records as u64, |left| left.min(size.records as u64)) as usize;
     if want > 0 {
-        scanner.next_batch(want, usize::MAX, &mut spans)?;
+        scanner.next_batch(want, size.bytes, &mut spans)?;
     } else {
         spans.clear();
     }
@@ -117,7 +125,7 @@ struct Reader {
     scanner: Scanner,
     requests: Vec<Request>,
     schema: Schema,
-    batch_size: usize,
+    size: BatchSize,
     /// Records still to frame, where the caller set a limit.
     left: Option<u64>,
     /// The file, where it is mapped: the next batch is then framed on another
@@ -135,7 +143,7 @@ impl Reader {
         scanner: Scanner,
         requests: Vec<Request>,
         schema: Schema,
-        batch_size: usize,
+        size: BatchSize,
         left: Option<u64>,
     ) -> Self {
         Reader {
@@ -143,7 +151,7 @@ impl Reader {
             scanner,
             requests,
             schema,
-            batch_size,
+            size,
             left,
             framed: None,
             spare: Vec::new(),
@@ -155,13 +163,7 @@ impl Reader {
     fn take_framed(&mut self, copy: bool) -> Result<Framed> {
         self.framed.take().unwrap_or_else(|| {
             let spare = std::mem::take(&mut self.spare);
-            frame(
-                &mut self.scanner,
-                &mut self.left,
-                self.batch_size,
-                spare,
-                copy,
-            )
+            frame(&mut self.scanner, &mut self.left, self.size, spare, copy)
         })
     }
 
@@ -184,11 +186,10 @@ impl Reader {
         };
         let columns = match held {
             Some(held) if more && framed.spans.len() >= FRAME_AHEAD_RECORDS && ahead => {
-                let (scanner, left, batch_size) =
-                    (&mut self.scanner, &mut self.left, self.batch_size);
+                let (scanner, left, size) = (&mut self.scanner, &mut self.left, self.size);
                 let spare = std::mem::take(&mut self.spare);
                 let (columns, next) = std::thread::scope(|scope| {
-                    let ahead = scope.spawn(move || frame(scanner, left, batch_size, spare, true));
+                    let ahead = scope.spawn(move || frame(scanner, left, size, spare, true));
                     let columns = parse(&records_in(held, &framed.spans));
                     let next = ahead
                         .join()
@@ -295,18 +296,21 @@ pub struct PyExampleBatches {
 impl PyExampleBatches {
     /// Takes over `scanner` (which is closed), from where it stands, and
     /// yields `(records, [(values, counts, uniform)] per request)`,
-    /// `batch_size` records at a time and at most `limit` in all; byte
+    /// `batch_size` records at a time (fewer where their payloads reach
+    /// `max_bytes`, and at least one) and at most `limit` in all; byte
     /// strings as `(offsets, data)` arrays with `flat_bytes`, else as object
     /// arrays. After the first batch, a worker thread reads ahead unless
     /// recordkit is limited to one thread, the source is a Python file
     /// object, or the records are large and become `bytes` objects.
     #[new]
-    #[pyo3(signature = (scanner, requests, *, batch_size, limit = None, flat_bytes = false, schema = "tensorflow"))]
+    #[pyo3(signature = (scanner, requests, *, batch_size, max_bytes = None, limit = None, flat_bytes = false, schema = "tensorflow"))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         scanner: &PyRecordScanner,
         requests: Vec<(String, String)>,
         batch_size: usize,
+        max_bytes: Option<usize>,
         limit: Option<u64>,
         flat_bytes: bool,
         schema: &str,
@@ -318,7 +322,11 @@ impl PyExampleBatches {
             let requests = self::requests(requests)?;
             let schema = self::schema(schema)?;
             let (scanner, python_source) = scanner.take(py)?;
-            let reader = Box::new(Reader::new(scanner, requests, schema, batch_size, limit));
+            let size = BatchSize {
+                records: batch_size,
+                bytes: max_bytes.unwrap_or(usize::MAX),
+            };
+            let reader = Box::new(Reader::new(scanner, requests, schema, size, limit));
             Ok(PyExampleBatches {
                 state: Mutex::new(State::Inline(reader)),
                 skipped: Mutex::new(Vec::new()),
@@ -418,6 +426,10 @@ mod timing {
         drop(out);
         crate::py::memory::adapt_malloc_to_large_records();
         let cpu = || crate::columns::timing::cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID);
+        let size = BatchSize {
+            records: 65536,
+            bytes: usize::MAX,
+        };
         let mut times: [Vec<(u32, u32)>; 2] = [Vec::new(), Vec::new()];
         for _ in 0..12 {
             for threads in [1, 2] {
@@ -428,7 +440,7 @@ mod timing {
                     Scanner::new(Box::new(win), Format::TfRecord, true, false, String::new())
                         .unwrap();
                 let mut reader =
-                    Reader::new(scanner, requests.clone(), Schema::TensorFlow, 65536, None);
+                    Reader::new(scanner, requests.clone(), Schema::TensorFlow, size, None);
                 let mut read = 0;
                 loop {
                     let batch = reader.next().unwrap();
