@@ -348,3 +348,11 @@ def test_records_are_converted_in_chunks_of_bytes_not_of_rows(tmp_path: Path) ->
     rk.convert(narrow, tmp_path / "narrow.parquet")
     groups = pq.ParquetFile(tmp_path / "narrow.parquet").metadata
     assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [65536, 70_000 - 65536]
+
+
+def test_record_batches_end_at_a_count_or_once_they_hold_enough_bytes() -> None:
+    from recordkit.conversion import _record_batches
+
+    records = [b"a" * n for n in (1, 1, 1, 9, 1, 20, 1)]
+    assert [[len(r) for r in b] for b in _record_batches(records, 3, 10)] == [[1, 1, 1], [9, 1], [20], [1]]
+    assert list(_record_batches([], 3, 10)) == []

@@ -135,6 +135,20 @@ def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
+def _record_batches(records: Iterable[bytes], size: int, max_bytes: int) -> Iterator[list[bytes]]:
+    """Lists of ``size`` records, or fewer that hold ``max_bytes`` (at least one a list)."""
+    batch: list[bytes] = []
+    held = 0
+    for record in records:
+        batch.append(record)
+        held += len(record)
+        if len(batch) == size or held >= max_bytes:
+            yield batch
+            batch, held = [], 0
+    if batch:
+        yield batch
+
+
 def _column(kind: str, per_row: Sequence[Any]) -> Column:
     """A column from per-row values: arrays or lists of values, or None for a missing feature."""
     present = np.fromiter((v is not None for v in per_row), dtype=bool, count=len(per_row))
@@ -259,7 +273,7 @@ class _RecordSource(_Source):
             yield from self._parsed_chunks()
             return
         schema, container = ("oneflow", "map") if self.format == "ofrecord" else ("tensorflow", "example")
-        for records in _batches(self.records(), _CHUNK_ROWS):
+        for records in _record_batches(self.records(), _CHUNK_ROWS, _CHUNK_BYTES):
             yield self._chunk([_native.decode_features(record, schema, container) for record in records])
 
     def _parsed_chunks(self) -> Iterator[Chunk]:
@@ -1004,15 +1018,9 @@ def convert(
     try:
         if copy_records:  # the same record format: records are copied as they are (resharded, recompressed)
             assert isinstance(sink, _RecordSink) and isinstance(src, _RecordSource)
-            batch: list[bytes] = []
-            for record in src.records():
-                batch.append(record)
-                if len(batch) == 1024:
-                    sink.write_records(batch)
-                    report.advance(len(batch))
-                    batch = []
-            sink.write_records(batch)
-            report.advance(len(batch))
+            for batch in _record_batches(src.records(), 1024, _CHUNK_BYTES):
+                sink.write_records(batch)
+                report.advance(len(batch))
         else:
             def chunks() -> Iterator[Chunk]:
                 done = 0
