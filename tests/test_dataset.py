@@ -247,6 +247,55 @@ def test_abandoned_prefetch_stops_its_thread(shards: tuple[Path, list[int]]) -> 
     assert not any(t.name == "recordkit-prefetch" for t in threading.enumerate())
 
 
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_parsed_batches_are_the_same_at_every_thread_count(shards: tuple[Path, list[int]], prefetch: bool) -> None:
+    # With more than one thread, reading and shuffling run on a thread of their own
+    # while batches are parsed: the order stays the seeded one.
+    folder, every = shards
+    outputs = []
+    try:
+        for count in (1, 2, 7):
+            rk.set_num_threads(count)
+            ds = rk.Dataset(folder, SPEC).shuffle(300, seed=5).batch(64)
+            outputs.append([b["id"].tolist() for b in (ds.prefetch(2) if prefetch else ds)])
+    finally:
+        rk.set_num_threads(None)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert sorted(i for b in outputs[0] for i in b) == every and outputs[0] != sorted(outputs[0])
+
+
+def test_damage_read_ahead_surfaces_after_the_intact_records(tmp_path: Path) -> None:
+    path = tmp_path / "d.tfrecord"
+    rk.write_examples(path, {"id": np.arange(100)})
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF  # the last record's payload
+    path.write_bytes(bytes(data))
+    rk.set_num_threads(2)
+    got: list[int] = []
+    try:
+        with pytest.raises(rk.DataLossError) as caught:
+            for batch in rk.Dataset(path, SPEC).batch(10):
+                got.extend(batch["id"].tolist())
+    finally:
+        rk.set_num_threads(None)
+    assert got == list(range(90)) and caught.value.record_index == 99
+
+
+def test_an_abandoned_parsed_dataset_stops_its_reading_thread(shards: tuple[Path, list[int]]) -> None:
+    import threading
+
+    folder, _ = shards
+    rk.set_num_threads(2)
+    try:
+        it = iter(rk.Dataset(folder, SPEC).shuffle(100, seed=1).batch(2))
+        next(it)
+        assert any(t.name == "recordkit-read" for t in threading.enumerate())
+        it.close()  # type: ignore[attr-defined]
+    finally:
+        rk.set_num_threads(None)
+    assert not any(t.name == "recordkit-read" and t.is_alive() for t in threading.enumerate())
+
+
 def test_gzip_and_plain_shards_together(tmp_path: Path) -> None:
     rk.write_examples(tmp_path / "a.tfrecord", {"id": np.arange(0, 50)})
     with gzip.open(tmp_path / "b.tfrecord.gz", "wb") as f:

@@ -35,7 +35,7 @@ from recordkit._shardsets import ONEFLOW_PART, SHARD_NAME, checked_listing, shar
 from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
 from recordkit.index import existing_index, read_index
-from recordkit.threads import one_thread_per_worker
+from recordkit.threads import get_num_threads, one_thread_per_worker
 from recordkit.parsing import parse_example, parse_single_example
 from recordkit.records import _reader_compression
 
@@ -564,6 +564,16 @@ class _Background:
         self._stop.set()
 
 
+def _read_ahead(chunks: Iterator[list[Any]]) -> Iterator[list[Any]]:
+    """``chunks`` made on a background thread, a few ahead; the thread stops when
+    this generator is closed (or dropped), as when the consumer stops early."""
+    background = _Background(chunks, _READ_AHEAD_BLOCKS, "recordkit-read")
+    try:
+        yield from background
+    finally:
+        background.close()
+
+
 def _prefetch(chunks: Iterator[list[Any]], depth: int) -> Iterator[list[Any]]:
     """``chunks`` computed on a background thread, up to ``depth`` chunks ahead."""
     return _Background(chunks, depth, "recordkit-prefetch")
@@ -982,6 +992,10 @@ class Dataset:
             collate: Callable[[list[Any]], Any] = _collate_records
             if not parsed and features is not None:
                 collate = lambda records: parse_example(records, features)  # noqa: E731
+                if get_num_threads() > 1:
+                    # Reading (bytes objects made under the GIL) and shuffling run on a
+                    # thread of their own while this one parses (the GIL released).
+                    return lambda path: _batch(_read_ahead(upstream(path)), size, drop_remainder, collate)
             return lambda path: _batch(upstream(path), size, drop_remainder, collate)
         if step.kind == "map":
             return _mapped(upstream, step.args[0])
