@@ -328,7 +328,7 @@ def test_parquet_is_read_in_chunks_of_bytes_not_of_rows(tmp_path: Path) -> None:
     pq.write_table(pa.table({"image": [bytes([i]) * (1 << 20) for i in range(40)]}), wide, compression="none")
     assert _ParquetSource(str(wide))._chunk_rows() in (15, 16)  # 16 MiB of 1 MiB rows (and headers), not 8192
     narrow = _parquet(tmp_path, 3000)
-    assert _ParquetSource(str(narrow))._chunk_rows() == 131072
+    assert _ParquetSource(str(narrow))._chunk_rows() == 65536
     [out] = rk.convert(wide, tmp_path / "wide.tfrecord")
     assert [rk.decode_example(r)["image"][0][:1] for r in rk.TFRecordReader(out)] == [bytes([i]) for i in range(40)]
 

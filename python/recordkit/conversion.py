@@ -29,8 +29,7 @@ from recordkit import _native
 from recordkit._sources import AtomicTarget, PathLike, fsync_path, remove_files_of_dead_processes, require
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
 from recordkit.columnar import (
-    _WRITE_SLICE_ROWS, Column, ColumnValueError, _normalize, _write, _write_behind, example_column_batches,
-    narrow_to_float32,
+    Column, ColumnValueError, _normalize, _write, _write_behind, example_column_batches, narrow_to_float32,
 )
 from recordkit.dataset import list_files, record_format
 from recordkit.images import image_shape
@@ -60,7 +59,7 @@ _CHUNK_ROWS = 8192
 # (the records' or the Parquet file's, uncompressed), and at most this many rows:
 # a Parquet output's row groups are the chunks.
 _CHUNK_BYTES = 16 << 20
-_PARSED_CHUNK_ROWS = 65536
+_CHUNK_MAX_ROWS = 65536
 _SHARD_BYTES = 100_000_000  # the TensorFlow tutorial's "~100 MB per shard"
 _NATIVE_KINDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_list",
                  "double": "double_list", "int32": "int32_list"}
@@ -280,7 +279,7 @@ class _RecordSource(_Source):
         """Chunks framed, checked and parsed into columns by Rust, one call per chunk;
         byte strings stay in Arrow's layout (``"bytes_offsets"``)."""
         requests = [(name, _REQUEST_DTYPES[info.kind]) for name, info in self.columns.items()]
-        for rows, parsed in example_column_batches(self.files, requests, _PARSED_CHUNK_ROWS, compression=self.compression,
+        for rows, parsed in example_column_batches(self.files, requests, _CHUNK_MAX_ROWS, compression=self.compression,
                                                    flat_bytes=True, format=self.format, max_bytes=_CHUNK_BYTES):
             columns = {}
             for (name, info), (values, counts, _) in zip(self.columns.items(), parsed):
@@ -337,7 +336,7 @@ class _ParquetSource(_Source):
         size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
         if not self.rows or not size:
             return _CHUNK_ROWS
-        return max(1, min(_WRITE_SLICE_ROWS, _CHUNK_BYTES * self.rows // size))
+        return max(1, min(_CHUNK_MAX_ROWS, _CHUNK_BYTES * self.rows // size))
 
     def chunks(self) -> Iterator[Chunk]:
         import pyarrow as pa
