@@ -151,11 +151,9 @@ fn corrupt(all: &[u8], span: Span) -> bool {
 /// The index of the first of `spans` whose payload fails its deferred CRC,
 /// checked on every core: each thread takes a run of spans of about equal bytes.
 fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
-    let deferred = spans
-        .iter()
-        .map(|s| s.len)
-        .filter(|&n| n >= DEFERRED_CRC_FROM);
-    let total: usize = deferred.sum();
+    // The spans checked while framing take no work here.
+    let deferred_bytes = |s: &Span| if s.len >= DEFERRED_CRC_FROM { s.len } else { 0 };
+    let total: usize = spans.iter().map(deferred_bytes).sum();
     if total == 0 {
         return None;
     }
@@ -163,18 +161,9 @@ fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
     if threads <= 1 {
         return spans.iter().position(|&s| corrupt(all, s));
     }
-    let share = total.div_ceil(threads);
-    let mut runs = Vec::new();
-    let (mut first, mut bytes) = (0, 0);
-    for (i, span) in spans.iter().enumerate() {
-        bytes += span.len;
-        if bytes >= share || i + 1 == spans.len() {
-            runs.push((first, &spans[first..=i]));
-            (first, bytes) = (i + 1, 0);
-        }
-    }
+    let runs = crate::threads::runs_by_bytes(spans, threads, deferred_bytes);
     crate::threads::map_in_turn(&runs, threads, |_, &(at, run)| {
-        run.iter().position(|&s| !intact(all, s)).map(|k| at + k)
+        run.iter().position(|&s| corrupt(all, s)).map(|k| at + k)
     })
     .into_iter()
     .flatten()

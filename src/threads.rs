@@ -85,6 +85,31 @@ pub fn map_in_turn<T: Sync, R: Send>(
 /// on one thread; from 1 MiB it reads 10-15% faster on two.)
 pub const BYTES_PER_THREAD: usize = 1 << 20;
 
+/// `items` cut into runs of consecutive items holding about equal bytes
+/// (`bytes` of each item), about `threads` of them, each with the index of its
+/// first item: a pass over the runs, one per thread, takes about equal time.
+pub fn runs_by_bytes<T>(
+    items: &[T],
+    threads: usize,
+    bytes: impl Fn(&T) -> usize,
+) -> Vec<(usize, &[T])> {
+    let share = items
+        .iter()
+        .map(&bytes)
+        .sum::<usize>()
+        .div_ceil(threads.max(1));
+    let mut runs = Vec::new();
+    let (mut first, mut held) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        held += bytes(item);
+        if held >= share || i + 1 == items.len() {
+            runs.push((first, &items[first..=i]));
+            (first, held) = (i + 1, 0);
+        }
+    }
+    runs
+}
+
 /// Copies `values` end to end into `data`, which is exactly their total
 /// length; large copies run on several threads, each over a run of whole
 /// values, so that the page faults of fresh memory are taken side by side too.
@@ -94,23 +119,17 @@ pub fn copy_end_to_end(values: &[&[u8]], data: &mut [u8]) {
         copy_serial(values, data);
         return;
     }
-    let share = data.len().div_ceil(threads);
+    let mut runs = runs_by_bytes(values, threads, |v| v.len());
+    let (_, last) = runs.pop().expect("a copy of some bytes has a run");
     std::thread::scope(|scope| {
         let mut rest = data;
-        let mut first = 0;
-        let mut bytes = 0;
-        for (i, value) in values.iter().enumerate() {
-            bytes += value.len();
-            if bytes >= share && i + 1 < values.len() {
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
-                let run = &values[first..=i];
-                scope.spawn(move || copy_serial(run, head));
-                rest = tail;
-                first = i + 1;
-                bytes = 0;
-            }
+        for (_, run) in runs {
+            let len = run.iter().map(|v| v.len()).sum();
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            scope.spawn(move || copy_serial(run, head));
+            rest = tail;
         }
-        copy_serial(&values[first..], rest);
+        copy_serial(last, rest);
     });
 }
 
@@ -148,6 +167,37 @@ fn copy_serial(values: &[&[u8]], data: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_by_bytes_cover_every_item_in_order() {
+        for (sizes, threads) in [
+            (vec![5usize, 0, 0, 7, 1, 9, 0], 3),
+            (vec![0, 0, 0], 2),
+            (vec![10; 8], 4),
+            (vec![100, 1, 1, 1], 2),
+            (vec![3], 5),
+        ] {
+            let runs = runs_by_bytes(&sizes, threads, |&n| n);
+            let joined: Vec<usize> = runs
+                .iter()
+                .flat_map(|(_, run)| run.iter().copied())
+                .collect();
+            assert_eq!(joined, sizes);
+            let starts: Vec<usize> = runs
+                .iter()
+                .scan(0, |at, (_, run)| {
+                    let start = *at;
+                    *at += run.len();
+                    Some(start)
+                })
+                .collect();
+            assert_eq!(runs.iter().map(|(at, _)| *at).collect::<Vec<_>>(), starts);
+            assert!(runs.iter().all(|(_, run)| !run.is_empty()));
+            assert!(runs.len() <= threads + 1, "{sizes:?}: {} runs", runs.len());
+        }
+        assert_eq!(runs_by_bytes(&[10usize; 8], 4, |&n| n).len(), 4);
+        assert!(runs_by_bytes(&[] as &[usize], 3, |&n| n).is_empty());
+    }
 
     #[test]
     fn copies_equal_a_concatenation_whatever_the_split() {

@@ -515,9 +515,8 @@ def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str]
             n, normalized = _from_arrow(name, column, schema, shared_splits, warned, flat_bytes)
         elif isinstance(column, np.ndarray):
             n, normalized = _from_array(name, column, schema, shared_splits, warned)
-        else:
-            rows_list = column if type(column) in (list, _ListRows) else list(column)  # a list as it is: no copy
-            n, normalized = _from_sequence(name, rows_list, schema, shared_splits, warned)
+        else:  # a list (or rows of one) as it is, no copy: _column_items made any other iterable one
+            n, normalized = _from_sequence(name, column, schema, shared_splits, warned)
         if rows is not None and n != rows:
             raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
         rows = n

@@ -565,13 +565,10 @@ class _Background:
 
 
 def _read_ahead(chunks: Iterator[list[Any]]) -> Iterator[list[Any]]:
-    """``chunks`` made on a background thread, a few ahead; the thread stops when
-    this generator is closed (or dropped), as when the consumer stops early."""
-    background = _Background(chunks, _READ_AHEAD_BLOCKS, "recordkit-read")
-    try:
-        yield from background
-    finally:
-        background.close()
+    """``chunks`` made on a background thread, a few ahead. A generator, unlike the
+    ``_Background`` itself: closing it (or dropping it) closes the ``_Background``
+    through ``yield from``, stopping the thread when the consumer stops early."""
+    yield from _Background(chunks, _READ_AHEAD_BLOCKS, "recordkit-read")
 
 
 def _prefetch(chunks: Iterator[list[Any]], depth: int) -> Iterator[list[Any]]:

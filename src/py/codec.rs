@@ -167,19 +167,10 @@ fn large_bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Option<Bound<'py
             }
         })
         .collect();
-    let share = total.div_ceil(threads);
-    let mut runs: Vec<&[(usize, &[u8])]> = Vec::new();
-    let (mut first, mut bytes) = (0, 0);
-    for (i, (_, value)) in fills.iter().enumerate() {
-        bytes += value.len();
-        if bytes >= share || i + 1 == fills.len() {
-            runs.push(&fills[first..=i]);
-            (first, bytes) = (i + 1, 0);
-        }
-    }
+    let runs = crate::threads::runs_by_bytes(&fills, threads, |(_, value)| value.len());
     py.detach(|| {
-        crate::threads::map_in_turn(&runs, threads, |_, run| {
-            for &(buffer, value) in *run {
+        crate::threads::map_in_turn(&runs, threads, |_, &(_, run)| {
+            for &(buffer, value) in run {
                 // SAFETY: `buffer` is the `value.len()` bytes of a `bytes`
                 // object made above for this value alone (so no two writes
                 // overlap), kept alive in `objects` until after this call, and
