@@ -386,26 +386,43 @@ pub fn parse_examples_parallel<'a, T: Runs>(
     schema: Schema,
     finish: impl Fn(Vec<Column<'a>>) -> T + Sync,
 ) -> Result<T, ParseFailure> {
+    parse_example_runs(records, requests, schema, finish).map(join_runs)
+}
+
+/// [`parse_examples_parallel`] before its runs are joined: what each run of
+/// records gave, in order (one run where one thread parses the batch). The
+/// join, a copy of every value, is then the caller's to do where it costs
+/// least (see [`join_runs`]).
+pub fn parse_example_runs<'a, T: Runs>(
+    records: &[&'a [u8]],
+    requests: &[Request],
+    schema: Schema,
+    finish: impl Fn(Vec<Column<'a>>) -> T + Sync,
+) -> Result<Vec<T>, ParseFailure> {
     let threads = crate::threads::available().min(records.len() / RECORDS_PER_THREAD);
     if threads <= 1 {
-        return parse_examples(records, requests, schema).map(finish);
+        return parse_examples(records, requests, schema).map(|columns| vec![finish(columns)]);
     }
     let run = RECORDS_PER_THREAD.max(records.len().div_ceil(threads * 4));
     let runs: Vec<&[&'a [u8]]> = records.chunks(run).collect();
     let parts = crate::threads::map_in_turn(&runs, threads, |_, chunk| {
         parse_examples(chunk, requests, schema).map(&finish)
     });
-    let mut parts = parts
+    parts
         .into_iter()
         .enumerate()
         .map(|(k, part)| part.map_err(|failure| failure.shifted(k * run)))
-        .collect::<Result<Vec<T>, ParseFailure>>()?
-        .into_iter();
-    let mut joined = parts.next().expect("a batch split among threads has runs");
-    let later: Vec<T> = parts.collect();
+        .collect()
+}
+
+/// The runs of a batch (see [`parse_example_runs`]) joined in order.
+pub fn join_runs<T: Runs>(runs: Vec<T>) -> T {
+    let mut runs = runs.into_iter();
+    let mut joined = runs.next().expect("a batch has at least one run");
+    let later: Vec<T> = runs.collect();
     joined.reserve(&later);
     later.into_iter().for_each(|part| joined.append(part));
-    Ok(joined)
+    joined
 }
 
 /// TensorFlow's names for the three types, as its messages use them.
@@ -1013,6 +1030,19 @@ pub(crate) mod timing {
             println!("parse_examples_parallel, {threads} threads, owned: {ns:.0} ns/record");
         }
         crate::threads::set(None);
+    }
+
+    /// The parse alone, for an instruction count that this machine's noise
+    /// leaves alone: `valgrind --tool=callgrind --toggle-collect='*parse_examples*'
+    /// <test binary> columns::timing::parse_for_callgrind --ignored`.
+    #[test]
+    #[ignore]
+    fn parse_for_callgrind() {
+        let (records, requests) = tutorial_records_of(100_000);
+        let slices: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
+        for chunk in slices.chunks(65536) {
+            std::hint::black_box(parse_examples(chunk, &requests, Schema::TensorFlow).unwrap());
+        }
     }
 
     /// The CPU time this thread has used, in seconds.

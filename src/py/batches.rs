@@ -10,7 +10,9 @@ use std::thread::JoinHandle;
 
 use pyo3::prelude::*;
 
-use crate::columns::{owned_columns, parse_examples_parallel, OwnedColumn, Request};
+use crate::columns::{
+    join_runs, owned_columns, parse_example_runs, parse_examples_parallel, OwnedColumn, Request,
+};
 use crate::error::{Error, Result};
 use crate::example::Schema;
 use crate::framing::{Scanner, Skipped, Span};
@@ -23,7 +25,9 @@ use crate::window::Mapping;
 /// file (or of the limit), where `skipped` holds the damage found last.
 struct Batch {
     records: usize,
-    columns: Vec<OwnedColumn>,
+    /// The columns of each run of records the batch was parsed in, joined by
+    /// the thread that takes the batch (see `PyExampleBatches::__next__`).
+    runs: Vec<Vec<OwnedColumn>>,
     skipped: Vec<Skipped>,
 }
 
@@ -174,7 +178,7 @@ impl Reader {
         let (requests, schema) = (&self.requests, self.schema);
         // Errors name the record's index in the file, not in the batch.
         let parse = |records: &[&[u8]]| {
-            parse_examples_parallel(records, requests, schema, owned_columns)
+            parse_example_runs(records, requests, schema, owned_columns)
                 .map_err(|failure| Error::Parse(failure.shifted(framed.first as usize)))
         };
         let more = !framed.spans.is_empty() && self.left != Some(0);
@@ -209,12 +213,12 @@ impl Reader {
         };
         // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
         self.scanner.check_source()?;
-        let columns = columns?;
+        let runs = columns?;
         let count = framed.spans.len();
         self.spare = framed.spans;
         Ok(Batch {
             records: count,
-            columns,
+            runs,
             skipped: framed.skipped,
         })
     }
@@ -352,11 +356,16 @@ impl PyExampleBatches {
                         Err(Box::new("the reading thread ended without a word"))
                     });
                     match outcome {
-                        Ok(made) => made.map(|batch| Handed {
-                            records: batch.records,
-                            payload: 0, // not needed: reading ahead is decided
-                            columns: owned_columns_out(py, batch.columns, self.flat_bytes),
-                            skipped: batch.skipped,
+                        Ok(made) => made.map(|batch| {
+                            // Joined here, on a thread that would only wait for the
+                            // next batch, not on the worker's way to parsing it.
+                            let columns = py.detach(|| join_runs(batch.runs));
+                            Handed {
+                                records: batch.records,
+                                payload: 0, // not needed: reading ahead is decided
+                                columns: owned_columns_out(py, columns, self.flat_bytes),
+                                skipped: batch.skipped,
+                            }
                         }),
                         Err(panic) => {
                             *state = State::Done;
