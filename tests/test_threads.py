@@ -66,16 +66,22 @@ def test_results_are_identical_for_every_thread_count(many: Path, tmp_path: Path
         table = rk.read_table(many, spec)
         parsed = rk.parse_example(records, spec)
         columns = next(iter(rk.read_examples(many, spec, batch_size=100_000)))
+        # Batches after the first are read ahead: parsed in runs on every core, joined on this thread.
+        batches = list(rk.read_examples(many, spec, batch_size=30_000))
+        ahead = {key: np.concatenate([b[key] for b in batches]) for key in ("id", "name", "score")}
         written = tmp_path / f"written-{count}.tfrecord"
         rk.write_examples(written, table)
-        outputs.append((table, parsed, columns, written.read_bytes()))
+        outputs.append((table, parsed, columns, written.read_bytes(), ahead))
     first = outputs[0]
     assert first[0].column("id").to_pylist() == list(range(len(records)))  # in order
-    for table, parsed, columns, written in outputs[1:]:
+    for key in ("id", "name", "score"):
+        np.testing.assert_array_equal(first[4][key], first[2][key])
+    for table, parsed, columns, written, ahead in outputs[1:]:
         assert table.equals(first[0])
         for key in ("id", "name", "score"):
             np.testing.assert_array_equal(parsed[key], first[1][key])
             np.testing.assert_array_equal(columns[key], first[2][key])
+            np.testing.assert_array_equal(ahead[key], first[2][key])
         np.testing.assert_array_equal(parsed["tags"].values, first[1]["tags"].values)
         assert written == first[3] == many.read_bytes()
 
