@@ -188,20 +188,20 @@ impl Reader {
             (None, Some(mapping)) => Some(mapping),
             (None, None) => None,
         };
-        let columns = match held {
+        let runs = match held {
             Some(held) if more && framed.spans.len() >= FRAME_AHEAD_RECORDS && ahead => {
                 let (scanner, left, size) = (&mut self.scanner, &mut self.left, self.size);
                 let spare = std::mem::take(&mut self.spare);
-                let (columns, next) = std::thread::scope(|scope| {
+                let (runs, next) = std::thread::scope(|scope| {
                     let ahead = scope.spawn(move || frame(scanner, left, size, spare, true));
-                    let columns = parse(&records_in(held, &framed.spans));
+                    let runs = parse(&records_in(held, &framed.spans));
                     let next = ahead
                         .join()
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    (columns, next)
+                    (runs, next)
                 });
                 self.framed = Some(next);
-                columns
+                runs
             }
             Some(held) => parse(&records_in(held, &framed.spans)),
             None => {
@@ -213,7 +213,7 @@ impl Reader {
         };
         // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
         self.scanner.check_source()?;
-        let runs = columns?;
+        let runs = runs?;
         let count = framed.spans.len();
         self.spare = framed.spans;
         Ok(Batch {
