@@ -439,3 +439,34 @@ def test_batches_bounded_by_bytes_end_once_their_records_reach_the_bound(tmp_pat
     # bytes more than their value), or at 4 records; never empty.
     assert [rows for rows, _ in batches] == [3, 4, 1, 1]
     assert [len(v) for _, [(values, _, _)] in batches for v in values] == sizes
+
+
+@pytest.mark.parametrize("threads", [1, 2, 7])
+def test_counts_are_one_number_broadcast_only_where_every_record_holds_the_same(tmp_path: Path, threads: int) -> None:
+    from recordkit.columnar import example_column_batches
+
+    # 30 000 records (parsed in runs on several threads): "dense" in all of them,
+    # "late" missing from one record of the second batch, "ragged" of 1 or 2 values.
+    n = 30_000
+    path = tmp_path / "counts.tfrecord"
+    with rk.TFRecordWriter(path) as writer:
+        for i in range(n):
+            writer.write(rk.encode_example({"dense": [i], "late": None if i == 25_000 else [1.5],
+                                            "ragged": [i] * (1 + i % 2)}))
+    requests = [("dense", "int64"), ("late", "float32"), ("ragged", "int64")]
+    rk.set_num_threads(threads)
+    try:
+        batches = list(example_column_batches([path], requests, 20_000))
+    finally:
+        rk.set_num_threads(None)
+    assert [rows for rows, _ in batches] == [20_000, 10_000]
+    (_, first), (_, second) = batches
+    expected = {"dense": np.ones(n, np.int64), "late": np.ones(n, np.int64), "ragged": 1 + np.arange(n) % 2}
+    expected["late"][25_000] = -1
+    for k, name in enumerate(expected):
+        counts = np.concatenate([first[k][1], second[k][1]])
+        np.testing.assert_array_equal(counts, expected[name], err_msg=name)
+    # One number broadcast (no array of a count per record) exactly where uniform says so.
+    for (values, counts, uniform), broadcast in zip(first + second, [True, True, False, True, False, False]):
+        assert (counts.strides == (0,)) == broadcast and (uniform == 1) == broadcast
+        assert not counts.flags.writeable or not broadcast

@@ -100,7 +100,8 @@ def example_column_batches(
     """``(records, [(values, counts, uniform)] per request)`` batches of Examples (of
     OFRecords with ``format="ofrecord"``), framed, checked and parsed in Rust, the next
     batch on other threads while the caller takes this one (counts are -1 where a record
-    lacks the feature). Batches do not span files. With ``limit``, at most that many
+    lacks the feature; where every record holds the same count, they are that one number
+    broadcast, read-only). Batches do not span files. With ``limit``, at most that many
     records, taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``,
     byte strings come as ``(offsets, data)`` arrays instead of object arrays. With
     ``max_bytes``, a batch ends early once its records hold that many bytes."""

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{
-    owned_columns, parse_examples_parallel, parse_sequence_examples, Buffer, Column, DType,
+    owned_columns, parse_examples_parallel, parse_sequence_examples, Buffer, Column, Counts, DType,
     FlatBytes, OwnedColumn, OwnedValues, Request, SequenceColumn,
 };
 use crate::error::Error;
@@ -254,11 +254,7 @@ pub fn owned_columns_out(py: Python<'_>, columns: Vec<OwnedColumn>, flat: bool) 
                 OwnedValues::Bytes(bytes) if flat => flat_out(py, bytes),
                 OwnedValues::Bytes(bytes) => flat_objects(py, &bytes).unbind(),
             };
-            (
-                values,
-                c.counts.into_pyarray(py).into_any().unbind(),
-                uniform,
-            )
+            (values, counts_to_py(py, c.counts), uniform)
         })
         .collect()
 }
@@ -301,12 +297,23 @@ pub fn sequence_columns_out(
 
 /// The count every record has when they all have the same (and none lacks
 /// the feature), else -2.
-fn uniform_count(counts: &[i64]) -> i64 {
-    let first = counts.first().copied().unwrap_or(-2);
-    if first >= 0 && counts.iter().all(|&n| n == first) {
-        first
-    } else {
-        -2
+fn uniform_count(counts: &Counts) -> i64 {
+    counts.same().filter(|&n| n >= 0).unwrap_or(-2)
+}
+
+/// Counts as a NumPy array: where every record holds the same count, one
+/// number broadcast over the batch (read-only, as Python's readers only read
+/// counts), so that no array of a number per record is written.
+fn counts_to_py(py: Python<'_>, counts: Counts) -> Py<PyAny> {
+    match counts.into_varied() {
+        Ok(varied) => varied.into_pyarray(py).into_any().unbind(),
+        Err((count, records)) => {
+            let one = PyArray1::from_vec(py, vec![count]);
+            py.import("numpy")
+                .and_then(|numpy| numpy.call_method1("broadcast_to", (one, (records,))))
+                .expect("numpy.broadcast_to of a one-value array")
+                .unbind()
+        }
     }
 }
 
@@ -320,7 +327,7 @@ pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>) -> Vec<PyColumn> 
             let uniform = uniform_count(&c.counts);
             (
                 buffer_to_py(py, c.values),
-                c.counts.into_pyarray(py).into_any().unbind(),
+                counts_to_py(py, c.counts),
                 uniform,
             )
         })
