@@ -86,18 +86,22 @@ impl Schema {
 #[inline(always)]
 fn len_field_at<'a>(buf: &'a [u8], pos: &mut usize, tag: u8) -> Option<&'a [u8]> {
     let at = *pos;
-    if *buf.get(at)? != tag {
+    // Lengths under 128 (most keys, values and small entries) take one byte:
+    // the tag and that byte are checked in one comparison of two bytes, and
+    // the end cannot overflow (`at` is within a slice).
+    let head = buf.get(at..at + 2)?;
+    if u16::from_le_bytes([head[0], head[1]]) & 0x80ff == u16::from(tag) {
+        let end = at + 2 + usize::from(head[1]);
+        let payload = buf.get(at + 2..end)?;
+        *pos = end;
+        return Some(payload);
+    }
+    if head[0] != tag {
         return None;
     }
-    let first = *buf.get(at + 1)?;
-    let (len, start) = if first < 0x80 {
-        // Lengths under 128 (most keys, values and small entries): one byte.
-        (usize::from(first), at + 2)
-    } else {
-        let (len, used) = read_varint(&buf[at + 1..]).ok()?;
-        (usize::try_from(len).ok()?, at + 1 + used)
-    };
-    let end = start.checked_add(len)?;
+    let (len, used) = read_varint(&buf[at + 1..]).ok()?;
+    let start = at + 1 + used;
+    let end = start.checked_add(usize::try_from(len).ok()?)?;
     let payload = buf.get(start..end)?;
     *pos = end;
     Some(payload)
@@ -190,7 +194,7 @@ impl<'a> Entry<'a> {
 
     /// The packed payload (for bytes: the list message) when this entry is laid
     /// out canonically as one `tag`-kind Feature holding one list; None otherwise.
-    #[inline]
+    #[inline(always)]
     pub fn canonical_list(&self, tag: u8) -> Option<&'a [u8]> {
         let value = self.value?;
         let mut pos = 0;
