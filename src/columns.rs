@@ -286,13 +286,22 @@ impl Counts {
         }
     }
 
-    /// The count of each record, written out only where they differ.
-    pub fn into_varied(self) -> Result<Vec<i64>, (i64, usize)> {
+    /// The counts as they are kept: one number, or one per record.
+    pub fn into_kept(self) -> KeptCounts {
         match self.same() {
-            Some(count) => Err((count, self.records)),
-            None => Ok(self.varied),
+            Some(count) => KeptCounts::Same {
+                count,
+                records: self.records,
+            },
+            None => KeptCounts::Varied(self.varied),
         }
     }
+}
+
+/// [`Counts`] taken apart: the count every record holds, or each record's.
+pub enum KeptCounts {
+    Same { count: i64, records: usize },
+    Varied(Vec<i64>),
 }
 
 impl Default for Counts {

@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{
     owned_columns, parse_examples_parallel, parse_sequence_examples, Buffer, Column, Counts, DType,
-    FlatBytes, OwnedColumn, OwnedValues, Request, SequenceColumn,
+    FlatBytes, KeptCounts, OwnedColumn, OwnedValues, Request, SequenceColumn,
 };
 use crate::error::Error;
 use crate::example::{
@@ -305,9 +305,9 @@ fn uniform_count(counts: &Counts) -> i64 {
 /// number broadcast over the batch (read-only, as Python's readers only read
 /// counts), so that no array of a number per record is written.
 fn counts_to_py(py: Python<'_>, counts: Counts) -> Py<PyAny> {
-    match counts.into_varied() {
-        Ok(varied) => varied.into_pyarray(py).into_any().unbind(),
-        Err((count, records)) => {
+    match counts.into_kept() {
+        KeptCounts::Varied(varied) => varied.into_pyarray(py).into_any().unbind(),
+        KeptCounts::Same { count, records } => {
             let one = PyArray1::from_vec(py, vec![count]);
             py.import("numpy")
                 .and_then(|numpy| numpy.call_method1("broadcast_to", (one, (records,))))
