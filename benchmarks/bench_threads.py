@@ -174,15 +174,16 @@ def main() -> None:
 
 
 def fastest_with_cpu(fns: list[Callable[[], object]], repeats: int,
-                     setup: Callable[[], None]) -> list[tuple[float, float, float]]:
+                     before: Callable[[], None]) -> list[tuple[float, float, float]]:
     """For each function, its runs interleaved with the others' (as in
     ``best_of_each``): (wall, process CPU, calling thread's CPU) of its fastest
-    run, in seconds. Nothing else runs meanwhile (TensorFlow's pools are idle),
-    so the process's CPU time is the work the run's threads did."""
+    run, in seconds; ``before`` runs before each run, outside the timing.
+    Nothing else runs meanwhile (TensorFlow's pools are idle), so the
+    process's CPU time is the work the run's threads did."""
     fastest = [(float("inf"), 0.0, 0.0)] * len(fns)
     for _ in range(repeats):
         for i, fn in enumerate(fns):
-            setup()
+            before()
             gc.collect()
             cpu, main_cpu, start = time.process_time(), time.thread_time(), time.perf_counter()
             fn()
@@ -190,6 +191,7 @@ def fastest_with_cpu(fns: list[Callable[[], object]], repeats: int,
             if wall < fastest[i][0]:
                 fastest[i] = (wall, time.process_time() - cpu, time.thread_time() - main_cpu)
     return fastest
+
 
 if __name__ == "__main__":
     main()
