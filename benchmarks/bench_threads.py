@@ -24,15 +24,14 @@ Usage: python benchmarks/bench_threads.py [--records N] [--large N] [--repeats R
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import time
 import warnings
-from typing import Callable
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of_each, removal, setup, tensorflow_spec, tensorflow_writer, warm  # noqa: E402
+from _common import (  # noqa: E402
+    DATA, best_of_each, fastest_of_each, removal, setup, tensorflow_spec, tensorflow_writer, warm)
 from bench_examples import LARGE_SPEC, SPEC, large_file, rk_parse, tutorial_columns, tutorial_file  # noqa: E402
 
 import recordkit as rk  # noqa: E402
@@ -159,38 +158,18 @@ def main() -> None:
     print("   main: the calling thread's CPU (the work only it does: joins, Python objects).")
     for label, parse in (("read_examples (NumPy columns, strings as objects)", lambda: rk_parse(path, SPEC, 65536)),
                          ("read_table (Arrow)", lambda: rk.read_table(path, SPEC).num_rows)):
-        runs = fastest_with_cpu([with_threads(c, parse) for c in counts], args.repeats, settle)
+        runs = fastest_of_each([with_threads(c, parse) for c in counts], args.repeats, [settle] * len(counts))
         print(f"   {label}")
-        one_wall, one_cpu, _ = runs[0]
-        for count, (wall, cpu, main_cpu) in zip(counts, runs):
-            print(f"   {count:>5} threads: {args.records / wall / 1e6:6.2f} M records/s  {one_wall / wall:4.2f} x one"
-                  f"   CPU {1e3 * cpu:5.0f} ms ({cpu / one_cpu:4.2f} x one)  busy {cpu / wall:4.2f}"
-                  f"  main {1e3 * main_cpu:4.0f} ms")
+        one_wall, one_cpu = runs[0].wall, runs[0].cpu
+        for count, run in zip(counts, runs):
+            print(f"   {count:>5} threads: {args.records / run.wall / 1e6:6.2f} M records/s  "
+                  f"{one_wall / run.wall:4.2f} x one   CPU {1e3 * run.cpu:5.0f} ms ({run.cpu / one_cpu:4.2f} x one)  "
+                  f"busy {run.cpu / run.wall:4.2f}  main {1e3 * run.main_cpu:4.0f} ms")
         if len(counts) > 1:
-            wall, cpu, _ = runs[1]
+            wall, cpu = runs[1].wall, runs[1].cpu
             # wall(1) / wall(2) = (CPU(1) / CPU(2)) * (busy(2) / busy(1)): work added, against cores kept busy.
             print(f"   2 threads vs 1: {one_wall / wall:.2f} x (target >= 1.7 x) = {one_cpu / cpu:.2f} "
                   f"(1 / the CPU added) x {(cpu / wall) / (one_cpu / one_wall):.2f} (the cores kept busy)")
-
-
-def fastest_with_cpu(fns: list[Callable[[], object]], repeats: int,
-                     before: Callable[[], None]) -> list[tuple[float, float, float]]:
-    """For each function, its runs interleaved with the others' (as in
-    ``best_of_each``): (wall, process CPU, calling thread's CPU) of its fastest
-    run, in seconds; ``before`` runs before each run, outside the timing.
-    Nothing else runs meanwhile (TensorFlow's pools are idle), so the
-    process's CPU time is the work the run's threads did."""
-    fastest = [(float("inf"), 0.0, 0.0)] * len(fns)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
-            before()
-            gc.collect()
-            cpu, main_cpu, start = time.process_time(), time.thread_time(), time.perf_counter()
-            fn()
-            wall = time.perf_counter() - start
-            if wall < fastest[i][0]:
-                fastest[i] = (wall, time.process_time() - cpu, time.thread_time() - main_cpu)
-    return fastest
 
 
 if __name__ == "__main__":
