@@ -523,57 +523,55 @@ impl ParseFailure {
 /// Records per thread below which splitting a batch costs more than it saves.
 const RECORDS_PER_THREAD: usize = 4096;
 
-/// [`parse_examples`] on every core: the batch is cut into runs of records
-/// that the threads (the caller's among them) take in turn as each finishes
-/// its last, parsed side by side and joined in order. Runs are taken, not
-/// dealt out in equal shares, so that a thread the system holds back (other
-/// work shares the cores) delays the batch by one run, not by its share.
-/// `finish` turns each run's columns into what the caller keeps (on the
-/// thread that parsed them). The result, errors included, is the same as one
-/// thread's: the first failing record in the batch is the one reported.
+/// [`parse_examples`] on every core (see [`parse_examples_on`]).
 pub fn parse_examples_parallel<'a, T: Runs>(
     records: &[&'a [u8]],
     requests: &[Request],
     schema: Schema,
     finish: impl Fn(Vec<Column<'a>>) -> T + Sync,
 ) -> Result<T, ParseFailure> {
-    parse_example_runs(records, requests, schema, finish).map(join_runs)
+    parse_examples_on(
+        crate::threads::available(),
+        records,
+        requests,
+        schema,
+        finish,
+    )
 }
 
-/// [`parse_examples_parallel`] before its runs are joined: what each run of
-/// records gave, in order (one run where one thread parses the batch). The
-/// join, a copy of every value, is then the caller's to do where it costs
-/// least (see [`join_runs`]).
-pub fn parse_example_runs<'a, T: Runs>(
+/// [`parse_examples`] on up to `threads` threads: the batch is cut into runs
+/// of records that the threads (the caller's among them) take in turn as each
+/// finishes its last, parsed side by side and joined in order. Runs are
+/// taken, not dealt out in equal shares, so that a thread the system holds
+/// back (other work shares the cores) delays the batch by one run, not by its
+/// share. `finish` turns each run's columns into what the caller keeps (on
+/// the thread that parsed them). The result, errors included, is the same as
+/// one thread's: the first failing record in the batch is the one reported.
+pub fn parse_examples_on<'a, T: Runs>(
+    threads: usize,
     records: &[&'a [u8]],
     requests: &[Request],
     schema: Schema,
     finish: impl Fn(Vec<Column<'a>>) -> T + Sync,
-) -> Result<Vec<T>, ParseFailure> {
-    let threads = crate::threads::available().min(records.len() / RECORDS_PER_THREAD);
+) -> Result<T, ParseFailure> {
+    let threads = threads.min(records.len() / RECORDS_PER_THREAD);
     if threads <= 1 {
-        return parse_examples(records, requests, schema).map(|columns| vec![finish(columns)]);
+        return parse_examples(records, requests, schema).map(finish);
     }
     let run = RECORDS_PER_THREAD.max(records.len().div_ceil(threads * 4));
     let runs: Vec<&[&'a [u8]]> = records.chunks(run).collect();
     let parts = crate::threads::map_in_turn(&runs, threads, |_, chunk| {
         parse_examples(chunk, requests, schema).map(&finish)
     });
-    parts
+    let mut parts = parts
         .into_iter()
         .enumerate()
-        .map(|(k, part)| part.map_err(|failure| failure.shifted(k * run)))
-        .collect()
-}
-
-/// The runs of a batch (see [`parse_example_runs`]) joined in order.
-pub fn join_runs<T: Runs>(runs: Vec<T>) -> T {
-    let mut runs = runs.into_iter();
-    let mut joined = runs.next().expect("a batch has at least one run");
-    let later: Vec<T> = runs.collect();
+        .map(|(k, part)| part.map_err(|failure| failure.shifted(k * run)));
+    let mut joined = parts.next().expect("a batch of records has a first run")?;
+    let later = parts.collect::<Result<Vec<T>, ParseFailure>>()?;
     joined.reserve(&later);
     later.into_iter().for_each(|part| joined.append(part));
-    joined
+    Ok(joined)
 }
 
 /// TensorFlow's names for the three types, as its messages use them.
@@ -954,7 +952,7 @@ pub(crate) mod tests {
         out
     }
 
-    /// Every split of these counts into three runs, joined as `join_runs`
+    /// Every split of these counts into three runs, joined as `parse_examples_on`
     /// joins them, gives the counts back; they stay one number (nothing
     /// written per record) exactly where every record holds the same count.
     #[test]

@@ -120,6 +120,13 @@ def test_an_error_in_a_worker_thread_names_the_record(tmp_path: Path) -> None:
         with pytest.raises(rk.ParseError) as error:
             rk.parse_example(list(rk.TFRecordReader(path)), {"x": rk.FixedLenFeature([], "int64")})
         assert "51234" in str(error.value), count
+        # In batch 10 of 5000 records, made ahead by one of the threads that take batches in turn:
+        # every batch before it first, then the error.
+        taken = []
+        with pytest.raises(rk.ParseError) as error:
+            for batch in rk.read_examples(path, {"x": rk.FixedLenFeature([], "int64")}, batch_size=5000):
+                taken.append(len(batch["x"]))
+        assert taken == [5000] * 10 and error.value.index == 51_234, count
 
 
 def test_one_thread_per_dataloader_worker_unless_chosen(many: Path) -> None:

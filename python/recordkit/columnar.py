@@ -50,8 +50,10 @@ def read_examples(
     """Yields parsed batches of Examples straight from files.
 
     Each batch is read, CRC-checked and parsed in Rust, with the GIL released;
-    with more than one thread (:func:`recordkit.set_num_threads`), the next
-    batch is read ahead on a worker thread while the caller takes this one.
+    with more than one thread (:func:`recordkit.set_num_threads`), threads read
+    and parse the next batches, a whole batch each, while the caller takes this
+    one (as many as hold about 16 MiB of records; larger batches are each split
+    between the threads instead).
     Outputs are those of :func:`parse_example`. Batches do not span files, so
     the last batch of each file may be smaller.
 

@@ -1,17 +1,18 @@
 //! `ExampleBatches`: one file's Examples (or OFRecords), framed, checked and
-//! parsed a batch at a time. With more than one thread allowed, a worker
-//! thread reads and parses the next batch while Python takes this one, so
-//! that the work only Python's thread can do (making `bytes` objects, NumPy
-//! and Arrow assembly) overlaps the parsing instead of adding to it.
+//! parsed a batch at a time. With more than one thread allowed, threads
+//! frame and parse the next batches, a whole batch each, while Python takes
+//! this one, so that the work only Python's thread can do (making `bytes`
+//! objects, NumPy and Arrow assembly) overlaps the parsing instead of adding to it.
 
-use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::{Arc, Mutex};
+use std::panic::AssertUnwindSafe;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use pyo3::prelude::*;
 
 use crate::columns::{
-    join_runs, owned_columns, parse_example_runs, parse_examples_parallel, OwnedColumn, Request,
+    owned_columns, parse_examples_on, parse_examples_parallel, OwnedColumn, ParseFailure, Request,
 };
 use crate::error::{Error, Result};
 use crate::example::Schema;
@@ -25,9 +26,7 @@ use crate::window::Mapping;
 /// file (or of the limit), where `skipped` holds the damage found last.
 struct Batch {
     records: usize,
-    /// The columns of each run of records the batch was parsed in, joined by
-    /// the thread that takes the batch (see `PyExampleBatches::__next__`).
-    runs: Vec<Vec<OwnedColumn>>,
+    columns: Vec<OwnedColumn>,
     skipped: Vec<Skipped>,
 }
 
@@ -40,11 +39,11 @@ struct Handed {
 }
 
 /// Records from which a batch of `bytes` objects is made on the caller's
-/// thread: a worker would copy them into one buffer first, then Python into
+/// thread: a thread reading ahead would copy them into one buffer first, then Python into
 /// the objects, and two copies of large values cost more than the overlap gains.
 const OBJECTS_INLINE_FROM: usize = 4096;
 
-/// What a worker hands over: a batch, an error, or the panic of a bug.
+/// What a thread reading ahead hands over: a batch, an error, or the panic of a bug.
 type Outcome = std::thread::Result<Result<Batch>>;
 
 /// A batch framed but not parsed yet: its spans, the file's index of its
@@ -124,7 +123,8 @@ fn records_in<'a>(held: &'a [u8], spans: &[Span]) -> Vec<&'a [u8]> {
 /// fewer, larger records would only keep more of the file's pages resident.
 const FRAME_AHEAD_RECORDS: usize = 1024;
 
-/// The scanner and what to parse; makes one batch per call.
+/// The scanner and what to parse; makes each batch on the caller's thread,
+/// until threads that read ahead take it over (`Ahead::start`).
 struct Reader {
     scanner: Scanner,
     requests: Vec<Request>,
@@ -132,12 +132,6 @@ struct Reader {
     size: BatchSize,
     /// Records still to frame, where the caller set a limit.
     left: Option<u64>,
-    /// The file, where it is mapped: the next batch is then framed on another
-    /// thread while this one is parsed, its records read from here.
-    mapping: Option<Arc<Mapping>>,
-    /// The next batch, framed while the last one was parsed (or the error
-    /// framing it met, reported after the batch before it).
-    framed: Option<Result<Framed>>,
     /// Span storage of the last batch, for the next.
     spare: Vec<Span>,
 }
@@ -151,100 +145,33 @@ impl Reader {
         left: Option<u64>,
     ) -> Self {
         Reader {
-            mapping: scanner.mapping(),
             scanner,
             requests,
             schema,
             size,
             left,
-            framed: None,
             spare: Vec::new(),
         }
     }
 
-    /// The batch framed ahead, or else the next one framed now (with `copy`,
-    /// a stream's records copied out, to frame the next batch while it is parsed).
-    fn take_framed(&mut self, copy: bool) -> Result<Framed> {
-        self.framed.take().unwrap_or_else(|| {
-            let spare = std::mem::take(&mut self.spare);
-            frame(&mut self.scanner, &mut self.left, self.size, spare, copy)
-        })
-    }
-
-    /// The next batch, owning its values (for the worker to hand over).
-    fn next(&mut self) -> Result<Batch> {
-        let ahead = crate::threads::available() > 1;
-        let framed = self.take_framed(ahead)?;
-        let (requests, schema) = (&self.requests, self.schema);
-        // Errors name the record's index in the file, not in the batch.
-        let parse = |records: &[&[u8]]| {
-            parse_example_runs(records, requests, schema, owned_columns)
-                .map_err(|failure| Error::Parse(failure.shifted(framed.first as usize)))
-        };
-        let more = !framed.spans.is_empty() && self.left != Some(0);
-        // Where the records are when they are not in the scanner's window.
-        let held: Option<&[u8]> = match (&framed.copied, &self.mapping) {
-            (Some(copied), _) => Some(copied),
-            (None, Some(mapping)) => Some(mapping),
-            (None, None) => None,
-        };
-        let runs = match held {
-            Some(held) if more && framed.spans.len() >= FRAME_AHEAD_RECORDS && ahead => {
-                let (scanner, left, size) = (&mut self.scanner, &mut self.left, self.size);
-                let spare = std::mem::take(&mut self.spare);
-                let (runs, next) = std::thread::scope(|scope| {
-                    let ahead = scope.spawn(move || frame(scanner, left, size, spare, true));
-                    let runs = parse(&records_in(held, &framed.spans));
-                    let next = ahead
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                    (runs, next)
-                });
-                self.framed = Some(next);
-                runs
-            }
-            Some(held) => parse(&records_in(held, &framed.spans)),
-            None => {
-                let scanner = &self.scanner;
-                let records: Vec<&[u8]> =
-                    framed.spans.iter().map(|&s| scanner.payload(s)).collect();
-                parse(&records)
-            }
-        };
-        // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
-        self.scanner.check_source()?;
-        let runs = runs?;
-        let count = framed.spans.len();
-        self.spare = framed.spans;
-        Ok(Batch {
-            records: count,
-            runs,
-            skipped: framed.skipped,
-        })
-    }
-
-    fn next_caught(&mut self) -> Outcome {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.next()))
+    /// The next batch framed, its records left where they are.
+    fn frame(&mut self) -> Result<Framed> {
+        let spare = std::mem::take(&mut self.spare);
+        frame(&mut self.scanner, &mut self.left, self.size, spare, false)
     }
 
     /// The next batch made on the caller's thread, straight into Python
     /// objects: byte strings become `bytes` without being flattened first.
     fn next_for_python(&mut self, py: Python<'_>, flat: bool) -> Result<Handed> {
-        let framed = py.detach(|| self.take_framed(false))?;
-        let records: Vec<&[u8]> = match &framed.copied {
-            Some(copied) => records_in(copied, &framed.spans),
-            None => framed
-                .spans
-                .iter()
-                .map(|&s| self.scanner.payload(s))
-                .collect(),
-        };
+        let framed = py.detach(|| self.frame())?;
+        let scanner = &self.scanner;
+        let records: Vec<&[u8]> = framed.spans.iter().map(|&s| scanner.payload(s)).collect();
         let (requests, schema) = (&self.requests, self.schema);
         let columns = py
             .detach(|| parse_examples_parallel(&records, requests, schema, |c| c))
             .map_err(|failure| Error::Parse(failure.shifted(framed.first as usize)))?;
         let columns = columns_out(py, columns, flat);
-        // Copied out of the window: if the file shrank meanwhile, the copies are not to be trusted.
+        // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
         self.scanner.check_source()?;
         let handed = Handed {
             records: framed.spans.len(),
@@ -257,31 +184,241 @@ impl Reader {
     }
 }
 
+/// What the threads that read ahead share: what to parse, the file where
+/// it is mapped, and the scanner, which frames one batch at a time.
+struct Shared {
+    requests: Vec<Request>,
+    schema: Schema,
+    /// Where the records of a mapped file are parsed from.
+    mapping: Option<Arc<Mapping>>,
+    /// The threads each batch is parsed on (1 where every thread takes a
+    /// batch of its own).
+    split: usize,
+    framing: Mutex<Framing>,
+    /// One per thread: signalled when its batch is next to frame, or when
+    /// nothing more is to be framed.
+    turns: Vec<Condvar>,
+}
+
+/// The scanner and what is left to frame.
+struct Framing {
+    scanner: Scanner,
+    left: Option<u64>,
+    size: BatchSize,
+    /// The index of the batch framed next; batch `k` is thread `k mod threads`' to make.
+    next: u64,
+    /// The end or an error was reached (or Python stopped taking batches):
+    /// no thread frames another batch.
+    finished: bool,
+}
+
+impl Shared {
+    fn framing(&self) -> MutexGuard<'_, Framing> {
+        // A thread that panicked while framing hands its panic to Python;
+        // the others need the lock only to learn that they are finished.
+        self.framing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops every thread at its next batch.
+    fn finish(&self) {
+        self.framing().finished = true;
+        self.turns.iter().for_each(Condvar::notify_one);
+    }
+
+    /// Batch `index`, framed once every batch before it is, then parsed
+    /// beside them; None once the reading is finished.
+    fn make(&self, index: u64) -> Option<Result<Batch>> {
+        let threads = self.turns.len() as u64;
+        let mut framing = self.framing();
+        while framing.next != index && !framing.finished {
+            let turn = &self.turns[(index % threads) as usize];
+            framing = turn.wait(framing).unwrap_or_else(PoisonError::into_inner);
+        }
+        if framing.finished {
+            return None;
+        }
+        let Framing {
+            scanner,
+            left,
+            size,
+            ..
+        } = &mut *framing;
+        let framed = match frame(scanner, left, *size, Vec::new(), true) {
+            Ok(framed) if !framed.spans.is_empty() => framed,
+            ended => {
+                return Some(ended.map(|framed| Batch {
+                    records: 0,
+                    columns: Vec::new(),
+                    skipped: framed.skipped,
+                }))
+            }
+        };
+        let (requests, schema) = (&self.requests, self.schema);
+        // Errors name the record's index in the file, not in the batch.
+        let failed = |failure: ParseFailure| Error::Parse(failure.shifted(framed.first as usize));
+        let held: Option<&[u8]> = match (&framed.copied, &self.mapping) {
+            (Some(copied), _) => Some(copied),
+            (None, Some(mapping)) => Some(mapping),
+            (None, None) => None,
+        };
+        let columns = match held {
+            Some(held) => {
+                framing.next += 1;
+                let next = framing.next;
+                drop(framing);
+                self.turns[(next % threads) as usize].notify_one();
+                let records = records_in(held, &framed.spans);
+                let columns =
+                    parse_examples_on(self.split, &records, requests, schema, owned_columns);
+                // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
+                if self.mapping.is_some() {
+                    if let Err(shrunk) = self.framing().scanner.check_source() {
+                        return Some(Err(shrunk));
+                    }
+                }
+                columns
+            }
+            None => {
+                // In the scanner's window, where the next batch would be framed
+                // over it: parsed first, on every thread.
+                let scanner = &framing.scanner;
+                let records: Vec<&[u8]> =
+                    framed.spans.iter().map(|&s| scanner.payload(s)).collect();
+                let columns = parse_examples_parallel(&records, requests, schema, owned_columns);
+                framing.next += 1;
+                let next = framing.next;
+                drop(framing);
+                self.turns[(next % threads) as usize].notify_one();
+                columns
+            }
+        };
+        Some(columns.map_err(failed).map(|columns| Batch {
+            records: framed.spans.len(),
+            columns,
+            skipped: framed.skipped,
+        }))
+    }
+}
+
+/// Makes batches `first`, `first + threads`, ... in turn with the other
+/// threads, handing each over on `send` (which holds none: the thread waits
+/// with its finished batch until Python takes it). It stops after the end or
+/// an error, or once Python stops taking batches.
+fn make_in_turn(shared: &Shared, first: u64, send: SyncSender<Outcome>) {
+    let threads = shared.turns.len() as u64;
+    let mut index = first;
+    loop {
+        let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| shared.make(index))) {
+            Ok(None) => return,
+            Ok(Some(made)) => Ok(made),
+            Err(panic) => Err(panic),
+        };
+        let last = !matches!(&outcome, Ok(Ok(batch)) if batch.records > 0);
+        if last {
+            shared.finish();
+        }
+        if send.send(outcome).is_err() {
+            shared.finish();
+            return;
+        }
+        if last {
+            return;
+        }
+        index += threads;
+    }
+}
+
+/// Payload bytes of the batches made ahead, beyond which threads split each
+/// batch between them instead of taking one each: every batch made ahead
+/// holds its values and its records' pages (measured, streaming 10 MB
+/// batches: peak RSS grew 78 MB on one thread, 97 MB with one batch made
+/// ahead, 177 MB with two and 246 MB with four).
+const AHEAD_BYTES: usize = 16 << 20;
+
+/// Threads that frame and parse the next batches while Python takes this
+/// one. Each makes a whole batch (where batches are small enough, see
+/// `AHEAD_BYTES`: else each batch is split between several), and they frame
+/// in turn, so that batch `k` is thread `k mod threads`' and Python takes
+/// them in order. At most one batch per thread is made ahead.
+struct Ahead {
+    outcomes: Vec<Receiver<Outcome>>,
+    /// The index of the batch Python takes next.
+    next: usize,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Ahead {
+    /// Takes `reader` over, on every thread recordkit may use, for batches
+    /// of about `payload` bytes.
+    fn start(reader: Box<Reader>, payload: usize) -> Self {
+        let cores = crate::threads::available().max(1);
+        let threads = (AHEAD_BYTES / payload.max(1)).clamp(1, cores);
+        let Reader {
+            scanner,
+            requests,
+            schema,
+            size,
+            left,
+            ..
+        } = *reader;
+        let shared = Arc::new(Shared {
+            requests,
+            schema,
+            mapping: scanner.mapping(),
+            split: cores / threads,
+            framing: Mutex::new(Framing {
+                scanner,
+                left,
+                size,
+                next: 0,
+                finished: false,
+            }),
+            turns: (0..threads).map(|_| Condvar::new()).collect(),
+        });
+        let (outcomes, threads) = (0..threads)
+            .map(|k| {
+                let (send, outcomes) = sync_channel(0);
+                let shared = Arc::clone(&shared);
+                let thread = std::thread::Builder::new()
+                    .name(format!("recordkit-read-{k}"))
+                    .spawn(move || make_in_turn(&shared, k as u64, send))
+                    .expect("a thread to read ahead");
+                (outcomes, thread)
+            })
+            .unzip();
+        Ahead {
+            outcomes,
+            next: 0,
+            threads,
+        }
+    }
+
+    /// The next batch, from the thread that made it.
+    fn next(&mut self) -> Outcome {
+        let maker = &self.outcomes[self.next % self.outcomes.len()];
+        self.next += 1;
+        // Only a bug can end a thread before the last outcome.
+        maker
+            .recv()
+            .unwrap_or_else(|_| Err(Box::new("a reading thread ended without a word")))
+    }
+
+    /// Stops the threads, once each has finished the batch it is on.
+    fn close(self) {
+        drop(self.outcomes);
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}
+
 enum State {
     /// Each batch is made when asked for, on the caller's thread.
     Inline(Box<Reader>),
-    /// A worker makes the next batch while Python takes this one.
-    Ahead {
-        outcomes: Receiver<Outcome>,
-        worker: JoinHandle<()>,
-    },
+    /// Threads make the next batches while Python takes this one.
+    Ahead(Ahead),
     /// The end, an error, or `close` was reached.
     Done,
-}
-
-/// Runs `reader` on its own thread, one batch ahead: the channel holds no
-/// batch, so the worker waits with its finished batch until Python takes it.
-/// It stops after the end or an error, or when the receiver is dropped.
-fn spawn(mut reader: Box<Reader>) -> State {
-    let (send, outcomes) = sync_channel(0);
-    let worker = std::thread::spawn(move || loop {
-        let outcome = reader.next_caught();
-        let last = !matches!(&outcome, Ok(Ok(batch)) if batch.records > 0);
-        if send.send(outcome).is_err() || last {
-            break;
-        }
-    });
-    State::Ahead { outcomes, worker }
 }
 
 #[pyclass(module = "recordkit._native", name = "ExampleBatches", frozen)]
@@ -291,7 +428,7 @@ pub struct PyExampleBatches {
     skipped: Mutex<Vec<Skipped>>,
     flat_bytes: bool,
     /// More than one thread is allowed, and the source is not a Python file
-    /// object (read with the GIL, which the worker would have to take from
+    /// object (read with the GIL, which a thread reading ahead would have to take from
     /// the thread waiting for it).
     may_read_ahead: bool,
 }
@@ -303,7 +440,7 @@ impl PyExampleBatches {
     /// `batch_size` records at a time (fewer where their payloads reach
     /// `max_bytes`, and at least one) and at most `limit` in all; byte
     /// strings as `(offsets, data)` arrays with `flat_bytes`, else as object
-    /// arrays. After the first batch, a worker thread reads ahead unless
+    /// arrays. After the first batch, threads read ahead unless
     /// recordkit is limited to one thread, the source is a Python file
     /// object, or the records are large and become `bytes` objects.
     #[new]
@@ -350,22 +487,13 @@ impl PyExampleBatches {
             let made = match &mut *state {
                 State::Done => return Ok(None),
                 State::Inline(reader) => reader.next_for_python(py, self.flat_bytes),
-                State::Ahead { outcomes, .. } => {
-                    // Only a bug can end the worker without a last outcome.
-                    let outcome = py.detach(move || outcomes.recv()).unwrap_or_else(|_| {
-                        Err(Box::new("the reading thread ended without a word"))
-                    });
-                    match outcome {
-                        Ok(made) => made.map(|batch| {
-                            // Joined here, on a thread that would only wait for the
-                            // next batch, not on the worker's way to parsing it.
-                            let columns = py.detach(|| join_runs(batch.runs));
-                            Handed {
-                                records: batch.records,
-                                payload: 0, // not needed: reading ahead is decided
-                                columns: owned_columns_out(py, columns, self.flat_bytes),
-                                skipped: batch.skipped,
-                            }
+                State::Ahead(ahead) => {
+                    match py.detach(|| ahead.next()) {
+                        Ok(made) => made.map(|batch| Handed {
+                            records: batch.records,
+                            payload: 0, // not needed: reading ahead is decided
+                            columns: owned_columns_out(py, batch.columns, self.flat_bytes),
+                            skipped: batch.skipped,
                         }),
                         Err(panic) => {
                             *state = State::Done;
@@ -385,7 +513,7 @@ impl PyExampleBatches {
             let inline = matches!(*state, State::Inline(_));
             if inline && self.may_read_ahead && (self.flat_bytes || small) {
                 if let State::Inline(reader) = std::mem::replace(&mut *state, State::Done) {
-                    *state = spawn(reader);
+                    *state = State::Ahead(Ahead::start(reader, handed.payload));
                 }
             }
             Ok(Some((handed.records, handed.columns)))
@@ -397,14 +525,13 @@ impl PyExampleBatches {
         skipped_regions(std::mem::take(&mut *lock_shared(py, &self.skipped)))
     }
 
-    /// Stops reading ahead and releases the file, once the worker has
+    /// Stops reading ahead and releases the file, once each thread has
     /// finished the batch it is on.
     fn close(&self, py: Python<'_>) {
         let state = std::mem::replace(&mut *lock_shared(py, &self.state), State::Done);
-        if let State::Ahead { outcomes, worker } = state {
-            drop(outcomes);
-            // The worker never takes the GIL, so waiting for it with the GIL released is safe.
-            let _ = py.detach(|| worker.join());
+        if let State::Ahead(ahead) = state {
+            // The threads never take the GIL, so waiting for them with the GIL released is safe.
+            py.detach(|| ahead.close());
         }
     }
 }
@@ -450,14 +577,39 @@ mod timing {
                         .unwrap();
                 let mut reader =
                     Reader::new(scanner, requests.clone(), Schema::TensorFlow, size, None);
+                // As `__next__` makes them: the first batch (every batch with one
+                // thread) on the caller's thread, the rest by threads reading ahead.
                 let mut read = 0;
+                let mut payload;
                 loop {
-                    let batch = reader.next().unwrap();
-                    if batch.records == 0 {
+                    let framed = reader.frame().unwrap();
+                    payload = framed.spans.iter().map(|s| s.len).sum();
+                    let scanner = &reader.scanner;
+                    let records: Vec<&[u8]> =
+                        framed.spans.iter().map(|&s| scanner.payload(s)).collect();
+                    let columns = parse_examples_parallel(
+                        &records,
+                        &reader.requests,
+                        reader.schema,
+                        owned_columns,
+                    );
+                    read += records.len();
+                    std::hint::black_box(columns.unwrap());
+                    if threads > 1 || records.is_empty() {
                         break;
                     }
-                    read += batch.records;
-                    std::hint::black_box(batch);
+                }
+                if threads > 1 {
+                    let mut ahead = Ahead::start(Box::new(reader), payload);
+                    loop {
+                        let batch = ahead.next().unwrap().unwrap();
+                        if batch.records == 0 {
+                            break;
+                        }
+                        read += batch.records;
+                        std::hint::black_box(batch);
+                    }
+                    ahead.close();
                 }
                 assert_eq!(read, records.len());
                 times[threads - 1].push((
