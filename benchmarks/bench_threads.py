@@ -14,6 +14,12 @@
    up to the cores. Target: 2 threads >= 1.7 x one. Each count's fastest run
    also shows its CPU time, so that the speed-up splits into the work the
    threads add and the cores they keep busy.
+5. What the machine allows, without recordkit: the same work alone and on
+   every core at once, each thread's speed against one thread's. Work that
+   stays in a core's own caches (SHA-256 of 32 KB) against copies of 8 MB
+   (the size of a batch, in the shared L3) and of 64 MB (main memory): where
+   copies slow each other down, so does parsing, which reads and writes
+   every byte of a batch.
 
 Beside each figure at the defaults, the single-thread view: recordkit with
 one thread against TensorFlow limited to one (tf.data's private thread pool
@@ -24,8 +30,10 @@ Usage: python benchmarks/bench_threads.py [--records N] [--large N] [--repeats R
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import threading
 import time
 import warnings
 
@@ -155,7 +163,7 @@ def main() -> None:
     counts = sorted({1, 2, cores} | {c for c in (4, 8, 16) if c <= cores})
     print(f"\n4. parse throughput by thread count ({args.records:,} tutorial records)")
     print("   CPU: the process's CPU time in the fastest run; busy: CPU / wall, the cores kept busy;")
-    print("   main: the calling thread's CPU (the work only it does: joins, Python objects).")
+    print("   main: the calling thread's CPU (the work only it does: Python objects, NumPy and Arrow assembly).")
     for label, parse in (("read_examples (NumPy columns, strings as objects)", lambda: rk_parse(path, SPEC, 65536)),
                          ("read_table (Arrow)", lambda: rk.read_table(path, SPEC).num_rows)):
         runs = fastest_of_each([with_threads(c, parse) for c in counts], args.repeats, [settle] * len(counts))
@@ -170,6 +178,48 @@ def main() -> None:
             # wall(1) / wall(2) = (CPU(1) / CPU(2)) * (busy(2) / busy(1)): work added, against cores kept busy.
             print(f"   2 threads vs 1: {one_wall / wall:.2f} x (target >= 1.7 x) = {one_cpu / cpu:.2f} "
                   f"(1 / the CPU added) x {(cpu / wall) / (one_cpu / one_wall):.2f} (the cores kept busy)")
+
+    # 5. the machine alone: how much each thread keeps of its speed when every core works.
+    print(f"\n5. each thread's speed with {cores} threads at once, against one thread alone (no recordkit)")
+    for name, make_work in (("SHA-256 of 32 KB (in a core's caches)", hash_work),
+                            ("copies of 8 MB (the shared L3)", lambda: copy_work(8 << 20)),
+                            ("copies of 64 MB (main memory)", lambda: copy_work(64 << 20))):
+        alone = min(side_by_side(make_work, 1) for _ in range(args.repeats))
+        together = min(side_by_side(make_work, cores) for _ in range(args.repeats))
+        print(f"   {name:<40}{alone / together:5.2f} x")
+
+
+def hash_work():
+    """SHA-256 of a 32 KB buffer, again and again (hashlib releases the GIL for it)."""
+    data = bytes(32 << 10)
+    return lambda: [hashlib.sha256(data).digest() for _ in range(6000)]
+
+
+def copy_work(size: int):
+    """Copies of ``size`` bytes into another buffer, 1 GiB in all (NumPy releases the GIL for them);
+    both buffers are written once before, so that no page is first touched while timed."""
+    import numpy as np
+
+    source, target = np.full(size, 1, np.uint8), np.full(size, 0, np.uint8)
+    return lambda: [np.copyto(target, source) for _ in range((1 << 30) // size)]
+
+
+def side_by_side(make_work, threads: int) -> float:
+    """Seconds the slowest of ``threads`` threads took to do its own ``make_work()`` once, all
+    started together."""
+    works, barrier, taken = [make_work() for _ in range(threads)], threading.Barrier(threads), [0.0] * threads
+
+    def run(i: int) -> None:
+        barrier.wait()
+        start = time.perf_counter()
+        works[i]()
+        taken[i] = time.perf_counter() - start
+    pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return max(taken)
 
 
 if __name__ == "__main__":
