@@ -264,8 +264,9 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
     assert column.shape is not None
     size = math.prod(column.shape)
     batch = len(counts)
-    present = counts >= 0
+    present = None  # None: every record holds its values
     if not (batch and size and uniform == size):
+        present = counts >= 0
         bad = present & (counts != size)
         if bad.any():
             raise _count_error(column, counts, bad, first_record)
@@ -286,15 +287,13 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
             starts = np.where(present, rows * size, len(flat))
             indices = (starts[:, None] + np.arange(size)).reshape(-1)
             flat = pc.take(pa.concat_arrays([flat, extra]), pa.array(indices))
-            present = np.ones(batch, bool)
-    elif batch and size:
-        present = np.ones(batch, bool)
+            present = None
     out = flat
     for width in reversed(column.shape[1:]):
         out = pa.FixedSizeListArray.from_arrays(out, width)
     if column.shape:
         out = pa.FixedSizeListArray.from_arrays(out, column.shape[0])
-    if column.nullable and not present.all():
+    if column.nullable and present is not None and not present.all():
         out = spread_over_rows(out, present)
     return out
 
