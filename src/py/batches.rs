@@ -118,9 +118,11 @@ fn records_in<'a>(held: &'a [u8], spans: &[Span]) -> Vec<&'a [u8]> {
         .collect()
 }
 
-/// Records in a batch from which the next batch is framed while this one is
-/// parsed: framing costs per record (a header, a CRC, a jump), and a batch of
-/// fewer, larger records would only keep more of the file's pages resident.
+/// Records in a stream's batch from which it is copied out of the scanner's
+/// window, so that another thread can frame the next batch while this one is
+/// parsed: framing costs per record (a header, a CRC, a jump), so a batch of
+/// fewer, larger records has little framing to overlap, and copying it out
+/// would cost more than that.
 const FRAME_AHEAD_RECORDS: usize = 1024;
 
 /// The scanner and what to parse; makes each batch on the caller's thread,
