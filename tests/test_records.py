@@ -360,6 +360,52 @@ def test_exception_keeps_a_previous_file(tmp_path: Path) -> None:
     assert list(rk.TFRecordReader(path)) == [b"old"]
 
 
+@pytest.mark.skipif(not hasattr(os, "O_PATH") or not os.path.isdir("/proc/self/fd"), reason="Linux only")
+def test_a_large_file_replaced_is_let_go_on_another_thread(tmp_path: Path) -> None:
+    from recordkit._sources import replace_file
+
+    path = tmp_path / "out.tfrecord"
+    first = [os.urandom(1 << 20) for _ in range(9)]  # 9 MB: over the size from which the old file goes in the background
+    write(path, first)
+    staged = write(tmp_path / "staged", [b"new"])
+
+    def held() -> list[str]:  # what this process holds in the folder (a replaced file reads "... (deleted)")
+        return [target for target in (_fd_target(fd) for fd in os.listdir("/proc/self/fd"))
+                if target.startswith(str(tmp_path))]
+
+    closer = replace_file(str(staged), str(path))
+    assert closer is not None
+    closer.join(timeout=60)
+    assert not closer.is_alive() and held() == []  # the old file's reference closed
+    assert list(rk.TFRecordReader(path)) == [b"new"] and os.listdir(tmp_path) == ["out.tfrecord"]
+    # Through a writer: the large file replaced, the new records in place.
+    write(path, first)
+    write(path, [b"again"])
+    assert list(rk.TFRecordReader(path)) == [b"again"]
+    # Held only where the rename drops the last link of a large regular file: not a small
+    # file, one with another link, a symlink (the link is replaced, not its target), or a
+    # FIFO (which opening for reading would block on).
+    small, linked, link, fifo = (tmp_path / name for name in ("small", "linked", "link", "fifo"))
+    write(small, [b"x"])
+    write(linked, first)
+    os.link(linked, tmp_path / "other-link")
+    os.symlink(linked, link)
+    os.mkfifo(fifo)
+    for target in (small, linked, link, fifo, tmp_path / "missing"):
+        staged = write(tmp_path / "staged", [b"new"])
+        assert replace_file(str(staged), str(target)) is None, target.name
+        assert list(rk.TFRecordReader(target)) == [b"new"]
+    assert list(rk.TFRecordReader(tmp_path / "other-link")) == first
+    assert held() == []
+
+
+def _fd_target(fd: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # closed since the listing
+        return ""
+
+
 def test_abandoned_writer_is_discarded_with_a_warning(tmp_path: Path) -> None:
     writer = rk.TFRecordWriter(tmp_path / "out.tfrecord")
     writer.write(b"x")

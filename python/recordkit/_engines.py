@@ -8,6 +8,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
+from recordkit._sources import replace_file
 from recordkit.errors import RecordkitError
 from recordkit.tables import RecordRange
 
@@ -142,7 +143,7 @@ class StagedWrite:
         done: list[str] = []
         try:
             for staging, final, _ in sorted(written, key=lambda entry: entry[1]):
-                os.replace(staging, final)
+                replace_file(staging, final)
                 done.append(final)
         except BaseException:
             for final in done:

@@ -26,7 +26,8 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import AtomicTarget, PathLike, fsync_path, remove_files_of_dead_processes, require
+from recordkit._sources import (AtomicTarget, PathLike, fsync_path, remove_files_of_dead_processes, replace_file,
+                                require)
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
 from recordkit.columnar import (
     Column, ColumnValueError, _normalize, _write, _write_behind, example_column_batches, narrow_to_float32,
@@ -720,7 +721,7 @@ class _RecordSink(_Sink):
         if whole_set:
             write_manifest(finals, self.staged, fsync=self.fsync)  # before the renames: a crash between them fails the check
         for staged, final in zip(self.staged, finals):
-            os.replace(staged, final)
+            replace_file(staged, final)
         if self.fsync:
             fsync_path(self.folder, directory=True)
         remove_files(stale)
