@@ -11,6 +11,7 @@ import platform
 import struct
 import subprocess
 import sys
+import threading
 import time
 import warnings
 import zlib
@@ -396,6 +397,9 @@ def test_a_large_file_replaced_is_let_go_on_another_thread(tmp_path: Path) -> No
         assert replace_file(str(staged), str(target)) is None, target.name
         assert list(rk.TFRecordReader(target)) == [b"new"]
     assert list(rk.TFRecordReader(tmp_path / "other-link")) == first
+    for thread in threading.enumerate():  # the writer's own, from replacing `path` above
+        if thread.name == "recordkit-let-go":
+            thread.join(timeout=60)
     assert held() == []
 
 
