@@ -227,6 +227,14 @@ impl Shared {
         self.turns.iter().for_each(Condvar::notify_one);
     }
 
+    /// Lets the thread whose batch is next frame it.
+    fn pass_turn(&self, mut framing: MutexGuard<'_, Framing>) {
+        framing.next += 1;
+        let turn = (framing.next % self.turns.len() as u64) as usize;
+        drop(framing);
+        self.turns[turn].notify_one();
+    }
+
     /// Batch `index`, framed once every batch before it is, then parsed
     /// beside them; None once the reading is finished.
     fn make(&self, index: u64) -> Option<Result<Batch>> {
@@ -265,10 +273,7 @@ impl Shared {
         };
         let columns = match held {
             Some(held) => {
-                framing.next += 1;
-                let next = framing.next;
-                drop(framing);
-                self.turns[(next % threads) as usize].notify_one();
+                self.pass_turn(framing);
                 let records = records_in(held, &framed.spans);
                 let columns =
                     parse_examples_on(self.split, &records, requests, schema, owned_columns);
@@ -287,10 +292,7 @@ impl Shared {
                 let records: Vec<&[u8]> =
                     framed.spans.iter().map(|&s| scanner.payload(s)).collect();
                 let columns = parse_examples_parallel(&records, requests, schema, owned_columns);
-                framing.next += 1;
-                let next = framing.next;
-                drop(framing);
-                self.turns[(next % threads) as usize].notify_one();
+                self.pass_turn(framing);
                 columns
             }
         };
