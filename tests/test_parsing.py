@@ -315,9 +315,13 @@ def test_layouts_protobuf_allows_but_does_not_write() -> None:
 
 
 # Short values that differ only in trailing NULs, length or one bit, around the
-# 16-byte limit of the cache that lets repeated short values share one object.
+# 16-byte limit of the cache that lets repeated short values share one object,
+# or in one byte in the middle, at each length the cache reads differently
+# (under 4 bytes, under 8, up to 16).
 _SHORT_VALUES = [b"", b"\x00", b"a", b"a\x00", b"a\x00\x00", b"b", b"cat", b"x" * 15 + b"\x00",
-                 b"x" * 16, b"x" * 15 + b"y", b"x" * 17, b"x" * 16 + b"\x00", bytes(16), bytes(17)]
+                 b"x" * 16, b"x" * 15 + b"y", b"x" * 17, b"x" * 16 + b"\x00", bytes(16), bytes(17),
+                 b"ab", b"bb", b"cot", b"horse", b"hodse", b"chicken", b"chiXken", b"abcdefgh",
+                 b"abcdXfgh", b"x" * 6 + b"ab" + b"y" * 6, b"x" * 6 + b"ba" + b"y" * 6]
 
 
 @given(st.lists(st.sampled_from(_SHORT_VALUES) | st.binary(max_size=20), max_size=200))

@@ -91,12 +91,53 @@ fn bytes_array<'py, 'a>(
 /// The last `bytes` object made for each of 64 hash buckets of values of up to
 /// 16 bytes.
 struct RecentShortBytes {
-    slots: [Option<(u8, u128, Py<PyAny>)>; 64],
+    slots: [Option<(ShortKey, Py<PyAny>)>; 64],
+}
+
+/// A value of up to 16 bytes, told apart from every other by its length and
+/// two words read from it (overlapping where it is shorter than 16 bytes):
+/// loaded straight from the value, not copied into a zeroed word first,
+/// which took a call to `memcpy` and a stall reading the word back, per value.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct ShortKey {
+    len: usize,
+    head: u64,
+    tail: u64,
+}
+
+impl ShortKey {
+    /// None for values longer than 16 bytes.
+    #[inline(always)]
+    fn of(value: &[u8]) -> Option<ShortKey> {
+        let len = value.len();
+        let word = |bytes: &[u8]| -> u64 {
+            match bytes.len() {
+                8 => u64::from_le_bytes(bytes.try_into().expect("8 bytes")),
+                _ => u64::from(u32::from_le_bytes(bytes.try_into().expect("4 bytes"))),
+            }
+        };
+        let (head, tail) = match len {
+            0 => (0, 0),
+            // Bytes 0, len / 2 and len - 1 are every byte of a value this short.
+            1..4 => {
+                let byte = |at: usize| u64::from(value[at]);
+                (byte(0) | byte(len / 2) << 8 | byte(len - 1) << 16, 0)
+            }
+            4..8 => (word(&value[..4]), word(&value[len - 4..])),
+            8..=16 => (word(&value[..8]), word(&value[len - 8..])),
+            _ => return None,
+        };
+        Some(ShortKey { len, head, tail })
+    }
+
+    fn bucket(&self) -> usize {
+        let mixed = (self.head ^ self.tail.rotate_left(29) ^ self.len as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> 58) as usize
+    }
 }
 
 impl RecentShortBytes {
-    const MAX_LEN: usize = 16;
-
     fn new() -> Self {
         RecentShortBytes {
             slots: [const { None }; 64],
@@ -104,22 +145,15 @@ impl RecentShortBytes {
     }
 
     fn get(&mut self, py: Python<'_>, value: &[u8]) -> Py<PyAny> {
-        if value.len() > Self::MAX_LEN {
+        let Some(key) = ShortKey::of(value) else {
             return PyBytes::new(py, value).into_any().unbind();
-        }
-        let mut word = [0u8; Self::MAX_LEN];
-        word[..value.len()].copy_from_slice(value);
-        // The length is kept beside the word: zero padding alone would make
-        // b"a" and b"a\0" equal.
-        let (len, word) = (value.len() as u8, u128::from_le_bytes(word));
-        let mixed = (word as u64 ^ (word >> 64) as u64 ^ u64::from(len))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = &mut self.slots[(mixed >> 58) as usize];
+        };
+        let slot = &mut self.slots[key.bucket()];
         match slot {
-            Some((l, w, object)) if *l == len && *w == word => object.clone_ref(py),
+            Some((seen, object)) if *seen == key => object.clone_ref(py),
             _ => {
                 let object = PyBytes::new(py, value).into_any().unbind();
-                *slot = Some((len, word, object.clone_ref(py)));
+                *slot = Some((key, object.clone_ref(py)));
                 object
             }
         }
