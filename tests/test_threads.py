@@ -127,6 +127,10 @@ def test_an_error_in_a_worker_thread_names_the_record(tmp_path: Path) -> None:
             for batch in rk.read_examples(path, {"x": rk.FixedLenFeature([], "int64")}, batch_size=5000):
                 taken.append(len(batch["x"]))
         assert taken == [5000] * 10 and error.value.index == 51_234, count
+        # In the first batch, parsed before any thread starts reading ahead: no batch, then the error.
+        with pytest.raises(rk.ParseError) as error:
+            next(rk.read_examples(path, {"x": rk.FixedLenFeature([], "int64")}, batch_size=52_000))
+        assert error.value.index == 51_234, count
 
 
 def test_one_thread_per_dataloader_worker_unless_chosen(many: Path) -> None:
