@@ -197,20 +197,27 @@ impl<'a> Entry<'a> {
     #[inline(always)]
     pub fn canonical_list(&self, tag: u8) -> Option<&'a [u8]> {
         let value = self.value?;
-        let mut pos = 0;
-        let list = len_field_at(value, &mut pos, tag)?;
-        if pos != value.len() {
-            return None;
+        // The common layout first, checked in one step: one list holding one
+        // packed run (for bytes: one value) of under 128 bytes, `tag L 0a P`
+        // with L = P + 2 (a length of 128 or more takes two bytes, the second
+        // of them 1, not 0a). The general reader alone took 5% more of the
+        // parse's instructions (callgrind, tutorial records); written out here,
+        // not as a function of its own, whose build measured no faster.
+        if let &[t, list, 0x0a, packed, ..] = value {
+            if t == tag
+                && packed < 0x80
+                && list == packed + 2
+                && value.len() == usize::from(packed) + 4
+            {
+                // A BytesList's fields are the values.
+                return Some(if tag == 0x0a {
+                    &value[2..]
+                } else {
+                    &value[4..]
+                });
+            }
         }
-        if tag == 0x0a {
-            return Some(list); // a BytesList: its fields are the values
-        }
-        if list.is_empty() {
-            return Some(list);
-        }
-        let mut pos = 0;
-        let packed = len_field_at(list, &mut pos, 0x0a)?;
-        (pos == list.len()).then_some(packed)
+        list_in(value, tag)
     }
 
     /// The Feature this entry holds.
@@ -231,6 +238,26 @@ impl<'a> Entry<'a> {
         }
         Ok(())
     }
+}
+
+/// The packed payload of a Feature that is one `tag`-kind list, or for bytes
+/// the list message itself; None for any other layout.
+#[inline(always)]
+fn list_in(feature: &[u8], tag: u8) -> Option<&[u8]> {
+    let mut pos = 0;
+    let list = len_field_at(feature, &mut pos, tag)?;
+    if pos != feature.len() {
+        return None;
+    }
+    if tag == 0x0a {
+        return Some(list); // a BytesList: its fields are the values
+    }
+    if list.is_empty() {
+        return Some(list);
+    }
+    let mut pos = 0;
+    let packed = len_field_at(list, &mut pos, 0x0a)?;
+    (pos == list.len()).then_some(packed)
 }
 
 /// Keeps the last entry of each key, in order of first appearance.
@@ -1282,6 +1309,59 @@ pub fn put_sequence_example(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `canonical_list`, which reads the common layout in one step, agrees
+    /// with the general reader alone: lengths around the one-byte limit, empty
+    /// lists and values, two lists, two values, trailing bytes, truncation,
+    /// lengths that lie.
+    #[test]
+    fn canonical_list_agrees_with_the_general_reader() {
+        let field = |tag: u32, payload: &[u8]| {
+            let mut out = Vec::new();
+            crate::wire::put_len_header(&mut out, tag, payload.len());
+            out.extend_from_slice(payload);
+            out
+        };
+        let mut features: Vec<Vec<u8>> = Vec::new();
+        for n in (0..140).chain([200, 300]) {
+            let payload: Vec<u8> = (0..n).map(|i| i as u8 & 0x7f).collect();
+            for tag in [2, 3] {
+                features.push(field(tag, &field(1, &payload)));
+                let two_runs = [field(1, &payload), field(1, b"\x01")].concat();
+                features.push(field(tag, &two_runs));
+            }
+            features.push(field(1, &field(1, &payload))); // one byte string
+            let two_values = [field(1, &payload), field(1, b"x")].concat();
+            features.push(field(1, &two_values));
+            let one_list = field(3, &field(1, &payload));
+            features.push([one_list.as_slice(), b"\x00"].concat());
+            features.push(one_list[..one_list.len() - 1].to_vec());
+            for wrong in [0x7f, 1] {
+                // The list's length one less or one more than its bytes.
+                let mut lying = one_list.clone();
+                lying[1] = lying[1].wrapping_add(wrong) & 0x7f;
+                features.push(lying);
+            }
+        }
+        features.push(field(3, b"")); // an empty list: no packed run
+                                      // Two-byte lengths whose bytes read as the common layout's: the list's
+                                      // 2 + 10 x 128 bytes and the run's 128 + ... are not there.
+        features.push([&[0x1a, 0x82, 0x0a, 0x80][..], &[1; 128]].concat());
+        for feature in &features {
+            let entry = Entry {
+                key: b"k",
+                value: Some(feature),
+                raw: &[],
+            };
+            for tag in [0x0a, 0x12, 0x1a] {
+                assert_eq!(
+                    entry.canonical_list(tag),
+                    list_in(feature, tag),
+                    "{feature:?} as {tag:#x}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn offset_bytes_are_checked_when_made() {
