@@ -1331,18 +1331,20 @@ pub fn put_sequence_example(
 mod tests {
     use super::*;
 
+    /// A LEN field: its tag and length, then `payload`.
+    fn field(tag: u32, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::wire::put_len_header(&mut out, tag, payload.len());
+        out.extend_from_slice(payload);
+        out
+    }
+
     /// `Entry::canonical`, which reads the common layout in one step, agrees
     /// with reading it field by field: keys and values of lengths around the
     /// one-byte limit, an entry of a key alone or a value alone, fields in
     /// the other order, trailing and missing bytes, lengths that lie.
     #[test]
     fn canonical_entries_agree_with_reading_field_by_field() {
-        let field = |tag: u32, payload: &[u8]| {
-            let mut out = Vec::new();
-            crate::wire::put_len_header(&mut out, tag, payload.len());
-            out.extend_from_slice(payload);
-            out
-        };
         let mut entries: Vec<Vec<u8>> = Vec::new();
         for k in [0, 1, 8, 125, 126, 127, 128, 200] {
             let key: Vec<u8> = (0..k).map(|i| b'a' + (i % 26) as u8).collect();
@@ -1391,12 +1393,6 @@ mod tests {
     /// lengths that lie.
     #[test]
     fn canonical_list_agrees_with_the_general_reader() {
-        let field = |tag: u32, payload: &[u8]| {
-            let mut out = Vec::new();
-            crate::wire::put_len_header(&mut out, tag, payload.len());
-            out.extend_from_slice(payload);
-            out
-        };
         let mut features: Vec<Vec<u8>> = Vec::new();
         for n in (0..140).chain([200, 300]) {
             let payload: Vec<u8> = (0..n).map(|i| i as u8 & 0x7f).collect();
