@@ -353,6 +353,34 @@ pub fn owned_columns(columns: Vec<Column<'_>>) -> Vec<OwnedColumn> {
     columns.into_iter().map(Column::owned).collect()
 }
 
+/// Columns parsed from `mapping` (a mapped file, which outlives them), their
+/// byte strings left there as `(offset, length)` pairs rather than copied.
+pub fn columns_in_mapping(columns: Vec<Column<'_>>, mapping: &[u8]) -> Vec<OwnedColumn> {
+    let base = mapping.as_ptr() as usize;
+    columns
+        .into_iter()
+        .map(|column| match column.values {
+            Buffer::Bytes(values) => OwnedColumn {
+                values: OwnedValues::InMapping(
+                    values
+                        .iter()
+                        .map(|v| {
+                            let at = (v.as_ptr() as usize).wrapping_sub(base);
+                            debug_assert!(
+                                at <= mapping.len() - v.len(),
+                                "a value outside its mapping"
+                            );
+                            (at, v.len())
+                        })
+                        .collect(),
+                ),
+                counts: column.counts,
+            },
+            _ => column.owned(),
+        })
+        .collect()
+}
+
 /// Byte strings as Arrow lays them out: one data buffer and `n + 1` offsets
 /// into it.
 #[derive(Debug, PartialEq)]
@@ -384,12 +412,15 @@ impl FlatBytes {
     }
 }
 
-/// Values a column owns: numbers, or byte strings in Arrow's layout.
+/// Values a column owns: numbers, or byte strings in Arrow's layout or
+/// left in the mapped file they were parsed from.
 #[derive(Debug, PartialEq)]
 pub enum OwnedValues {
     /// Never `Buffer::Bytes`.
     Numbers(Buffer<'static>),
     Bytes(FlatBytes),
+    /// `(offset, length)` of each value in the mapping (see [`columns_in_mapping`]).
+    InMapping(Vec<(usize, usize)>),
 }
 
 impl OwnedValues {
@@ -400,11 +431,12 @@ impl OwnedValues {
             OwnedValues::Bytes(flat) => {
                 let (values, bytes) = later.fold((0, 0), |(v, b), more| match more {
                     OwnedValues::Bytes(f) => (v + f.offsets.len() - 1, b + f.data.len()),
-                    OwnedValues::Numbers(_) => (v, b),
+                    OwnedValues::Numbers(_) | OwnedValues::InMapping(_) => (v, b),
                 });
                 flat.offsets.reserve(values);
                 flat.data.reserve(bytes);
             }
+            OwnedValues::InMapping(spans) => spans.reserve(later.map(OwnedValues::len).sum()),
         }
     }
 
@@ -412,7 +444,8 @@ impl OwnedValues {
         match (self, later) {
             (OwnedValues::Numbers(a), OwnedValues::Numbers(b)) => a.extend(b),
             (OwnedValues::Bytes(a), OwnedValues::Bytes(b)) => a.append(b),
-            _ => unreachable!("columns of one request share a type"),
+            (OwnedValues::InMapping(a), OwnedValues::InMapping(b)) => a.extend(b),
+            _ => unreachable!("columns of one request share a type and a form"),
         }
     }
 
@@ -420,6 +453,7 @@ impl OwnedValues {
         match self {
             OwnedValues::Numbers(numbers) => numbers.len(),
             OwnedValues::Bytes(flat) => flat.offsets.len() - 1,
+            OwnedValues::InMapping(spans) => spans.len(),
         }
     }
 }
@@ -1035,6 +1069,50 @@ pub(crate) mod tests {
             index(parse_examples(&broken, &requests, Schema::TensorFlow)),
             12_345
         );
+    }
+
+    #[test]
+    fn values_left_in_the_mapping_are_the_values_parsed() {
+        // Records end to end in one buffer, as in a mapped file; parsed on three
+        // threads, so that the runs' offsets are joined as well.
+        let records: Vec<Vec<u8>> = (0..30_000i64)
+            .map(|i| match i % 4 {
+                0 => example(&[(b"x", Some(Values::Int64(&[i])))]),
+                1 => example(&[(b"s", Some(Values::Bytes(&[b"v", b""])))]),
+                2 => example(&[(b"s", Some(Values::Bytes(&[&i.to_le_bytes()])))]),
+                _ => example(&[]),
+            })
+            .collect();
+        let file: Vec<u8> = records.concat();
+        let mut at = 0;
+        let slices: Vec<&[u8]> = records
+            .iter()
+            .map(|r| {
+                at += r.len();
+                &file[at - r.len()..at]
+            })
+            .collect();
+        let requests = [request("x", DType::Int64), request("s", DType::Bytes)];
+        let expected = parse_examples(&slices, &requests, Schema::TensorFlow).unwrap();
+        let left = parse_examples_on(3, &slices, &requests, Schema::TensorFlow, |c| {
+            columns_in_mapping(c, &file)
+        })
+        .unwrap();
+        let Buffer::Bytes(values) = &expected[1].values else {
+            panic!("a bytes column")
+        };
+        let OwnedValues::InMapping(spans) = &left[1].values else {
+            panic!("bytes left in the mapping")
+        };
+        let found: Vec<&[u8]> = spans.iter().map(|&(at, n)| &file[at..at + n]).collect();
+        assert_eq!(&found, values);
+        // The very bytes, not a copy of them.
+        assert!(spans
+            .iter()
+            .zip(values)
+            .all(|(&(at, _), v)| file.as_ptr().wrapping_add(at) == v.as_ptr()));
+        assert_eq!(left[1].counts, expected[1].counts);
+        assert_eq!(left[0], expected.into_iter().next().unwrap().owned());
     }
 
     #[test]

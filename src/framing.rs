@@ -322,17 +322,22 @@ impl Scanner {
     /// mapped file truncated by another process): nothing read since can be
     /// trusted. Callers check again after copying a batch out of the window.
     pub fn check_source(&mut self) -> Result<()> {
-        let Some(at) = self.win.shrunk() else {
-            return Ok(());
-        };
+        match self.win.shrunk() {
+            Some(at) => Err(self.shrunk_at(at)),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the scan: the file shrank to `at` bytes while it was read (found
+    /// here, or by a reader of its mapping).
+    pub fn shrunk_at(&mut self, at: u64) -> Error {
         self.state = State::Done;
         let detail = format!(
             "the file shrank while it was read: its bytes from offset {at} on are gone \
              (another process truncated or rewrote it)"
         );
-        Err(self
-            .data_loss(DamageKind::TruncatedWhileReading, at, detail)
-            .into())
+        self.data_loss(DamageKind::TruncatedWhileReading, at, detail)
+            .into()
     }
 
     fn next_batch_unchecked(

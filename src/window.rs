@@ -66,6 +66,23 @@ pub struct Mapping {
     /// gone before the mapping is.
     guard: Guarded,
     map: Mmap,
+    /// The file mapped, to learn whether it shrank.
+    file: std::fs::File,
+}
+
+impl Mapping {
+    /// Where bytes went missing from under the mapping because its file was
+    /// truncated while read: what was read since cannot be trusted.
+    pub fn shrunk(&self) -> Option<u64> {
+        if let Some(at) = self.guard.lost_at() {
+            return Some(at);
+        }
+        // A truncation inside the last page reads as zeros, with no signal.
+        match self.file.metadata() {
+            Ok(meta) if meta.len() < self.map.len() as u64 => Some(meta.len()),
+            _ => None,
+        }
+    }
 }
 
 impl std::ops::Deref for Mapping {
@@ -79,7 +96,6 @@ impl std::ops::Deref for Mapping {
 /// A whole file, memory-mapped, and guarded against truncation.
 pub struct MappedWindow {
     map: Option<Arc<Mapping>>,
-    file: std::fs::File,
     len: u64,
     released_pages: u64,
 }
@@ -100,7 +116,6 @@ impl MappedWindow {
         if len == 0 {
             return Ok(MappedWindow {
                 map: None,
-                file,
                 len: 0,
                 released_pages: 0,
             });
@@ -118,8 +133,7 @@ impl MappedWindow {
         // Advice is a hint; a kernel that ignores it changes nothing.
         let _ = map.advise(memmap2::Advice::Sequential);
         Ok(MappedWindow {
-            map: Some(Arc::new(Mapping { guard, map })),
-            file,
+            map: Some(Arc::new(Mapping { guard, map, file })),
             len,
             released_pages: 0,
         })
@@ -173,15 +187,7 @@ impl Window for MappedWindow {
     }
 
     fn shrunk(&self) -> Option<u64> {
-        let guard = &self.map.as_ref()?.guard;
-        if let Some(at) = guard.lost_at() {
-            return Some(at);
-        }
-        // A truncation inside the last page reads as zeros, with no signal.
-        match self.file.metadata() {
-            Ok(meta) if meta.len() < self.len => Some(meta.len()),
-            _ => None,
-        }
+        self.map.as_ref()?.shrunk()
     }
 }
 

@@ -267,3 +267,70 @@ def test_a_file_truncated_while_read_ahead_is_data_loss(tmp_path: Path) -> None:
     kind, read = out.stdout.split()[1:]
     assert out.stdout.startswith("DataLossError"), out.stdout
     assert kind in ("truncated_while_reading", "truncated_record") and int(read) < n
+
+
+def _large_records(path: Path, n: int, size: int) -> list[bytes]:
+    """``n`` Examples of an ``id`` and an ``image`` of ``size`` bytes that only record ``id`` holds."""
+    images = [i.to_bytes(4, "little") * (size // 4) for i in range(n)]
+    rk.write_examples(path, {"id": np.arange(n), "image": np.array(images, dtype=object)})
+    return images
+
+
+LARGE_SPEC = {"id": rk.FixedLenFeature([], "int64"), "image": rk.FixedLenFeature([], "string")}
+
+
+def test_damage_in_large_records_read_ahead_is_raised_after_every_record_before_it(tmp_path: Path) -> None:
+    # Records of 20 KB: their payload CRCs are checked after framing, on every core, by the
+    # threads that read ahead; their images stay in the mapped file until Python copies them.
+    from conftest import damage_record
+
+    path = tmp_path / "large.tfrecord"
+    images = _large_records(path, 200, 20_000)
+    offset = damage_record(path, 77)
+    for count in COUNTS:
+        rk.set_num_threads(count)
+        got: list[bytes] = []
+        with pytest.raises(rk.DataLossError) as error:
+            for batch in rk.read_examples(path, LARGE_SPEC, batch_size=16):
+                assert batch["id"].tolist() == list(range(len(got), len(got) + len(batch["id"])))
+                got.extend(batch["image"])
+        assert got == images[:77], count
+        assert error.value.offset == offset and error.value.kind == "corrupt_data"
+
+
+_TRUNCATE_LARGE_AHEAD = """
+import sys, time
+import recordkit as rk
+rk.set_num_threads(2)
+path, cut, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+spec = {"id": rk.FixedLenFeature([], "int64"), "image": rk.FixedLenFeature([], "string")}
+read = 0
+try:
+    for i, batch in enumerate(rk.read_examples(path, spec, batch_size=16)):
+        if i == 0:
+            time.sleep(0.5)  # the threads reading ahead have framed, checked and parsed batches 1 and 2
+            with open(path, "r+b") as f:
+                f.truncate(cut)
+        for k, image in zip(batch["id"].tolist(), batch["image"]):
+            assert k == read and image == k.to_bytes(4, "little") * (size // 4), f"record {k} is wrong"
+            read += 1
+except rk.DataLossError as e:
+    print("DataLossError", e.kind, read)
+else:
+    print("no error", read)
+"""
+
+
+def test_large_values_of_a_file_truncated_after_they_were_read_ahead_are_data_loss(tmp_path: Path) -> None:
+    # The file shrinks after the threads reading ahead parsed batch 1 (records 16-31) and
+    # checked the file, before Python copies its images out of the mapping: the copy reads
+    # the lost pages as zeros, so the file is checked again after it, and none is delivered.
+    path = tmp_path / "shrinking.tfrecord"
+    size = 20_000
+    _large_records(path, 200, size)
+    cut = path.stat().st_size * 20 // 200  # in record 20
+    out = subprocess.run([sys.executable, "-c", _TRUNCATE_LARGE_AHEAD, str(path), str(cut), str(size)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[:2] == ["DataLossError", "truncated_while_reading"], out.stdout
+    assert int(out.stdout.split()[2]) == 16, out.stdout  # batch 0, and nothing of batch 1

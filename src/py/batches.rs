@@ -12,7 +12,8 @@ use std::thread::JoinHandle;
 use pyo3::prelude::*;
 
 use crate::columns::{
-    owned_columns, parse_examples_on, parse_examples_parallel, OwnedColumn, ParseFailure, Request,
+    columns_in_mapping, owned_columns, parse_examples_on, parse_examples_parallel, OwnedColumn,
+    ParseFailure, Request,
 };
 use crate::error::{Error, Result};
 use crate::example::Schema;
@@ -38,9 +39,12 @@ struct Handed {
     skipped: Vec<Skipped>,
 }
 
-/// Records from which a batch of `bytes` objects is made on the caller's
-/// thread: a thread reading ahead would copy them into one buffer first, then Python into
-/// the objects, and two copies of large values cost more than the overlap gains.
+/// Records from which a batch of `bytes` objects is not flattened by the
+/// threads reading ahead (they would copy the values into one buffer, then
+/// Python into the objects: two copies of large values cost more than the
+/// overlap gains). From a mapped file, the threads leave such values where
+/// they are, for Python to copy once; from a stream, each batch is made on
+/// the caller's thread.
 const OBJECTS_INLINE_FROM: usize = 4096;
 
 /// What a thread reading ahead hands over: a batch, an error, or the panic of a bug.
@@ -196,6 +200,9 @@ struct Shared {
     /// The threads each batch is parsed on (1 where every thread takes a
     /// batch of its own).
     split: usize,
+    /// Byte strings stay in the mapping, for Python to copy into its `bytes`
+    /// objects (see `Ahead::start`).
+    in_mapping: bool,
     framing: Mutex<Framing>,
     /// One per thread: signalled when its batch is next to frame, or when
     /// nothing more is to be framed.
@@ -275,8 +282,12 @@ impl Shared {
             Some(held) => {
                 self.pass_turn(framing);
                 let records = records_in(held, &framed.spans);
-                let columns =
-                    parse_examples_on(self.split, &records, requests, schema, owned_columns);
+                let columns = if self.in_mapping && framed.copied.is_none() {
+                    let in_mapping = |columns| columns_in_mapping(columns, held);
+                    parse_examples_on(self.split, &records, requests, schema, in_mapping)
+                } else {
+                    parse_examples_on(self.split, &records, requests, schema, owned_columns)
+                };
                 // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
                 if self.mapping.is_some() {
                     if let Err(shrunk) = self.framing().scanner.check_source() {
@@ -349,12 +360,16 @@ struct Ahead {
     /// The index of the batch Python takes next.
     next: usize,
     threads: Vec<JoinHandle<()>>,
+    shared: Arc<Shared>,
 }
 
 impl Ahead {
     /// Takes `reader` over, on every thread recordkit may use, for batches
-    /// of about `payload` bytes.
-    fn start(reader: Box<Reader>, payload: usize) -> Self {
+    /// of about `payload` bytes. With `in_mapping` (a mapped file only), the
+    /// threads leave byte strings where they are, for Python to copy once,
+    /// straight into its `bytes` objects: for large values, which a copy into
+    /// one buffer on the way would cost more than the overlap gains.
+    fn start(reader: Box<Reader>, payload: usize, in_mapping: bool) -> Self {
         let cores = crate::threads::available().max(1);
         let threads = (AHEAD_BYTES / payload.max(1)).clamp(1, cores);
         let Reader {
@@ -370,6 +385,7 @@ impl Ahead {
             schema,
             mapping: scanner.mapping(),
             split: cores / threads,
+            in_mapping,
             framing: Mutex::new(Framing {
                 scanner,
                 left,
@@ -394,7 +410,29 @@ impl Ahead {
             outcomes,
             next: 0,
             threads,
+            shared,
         }
+    }
+
+    /// A batch made ahead, as Python gets it: where its byte strings were
+    /// left in the mapping, they are copied out here, and since the thread
+    /// that parsed them checked the file, it is checked again after the copy.
+    fn hand(&self, py: Python<'_>, batch: Batch, flat: bool) -> Result<Handed> {
+        let mapping = self
+            .shared
+            .mapping
+            .as_deref()
+            .filter(|_| self.shared.in_mapping);
+        let columns = owned_columns_out(py, batch.columns, flat, mapping.map(|m| &**m));
+        if let Some(at) = mapping.and_then(|m| m.shrunk()) {
+            return Err(self.shared.framing().scanner.shrunk_at(at));
+        }
+        Ok(Handed {
+            records: batch.records,
+            payload: 0, // not needed: reading ahead is decided
+            columns,
+            skipped: batch.skipped,
+        })
     }
 
     /// The next batch, from the thread that made it.
@@ -446,7 +484,8 @@ impl PyExampleBatches {
     /// strings as `(offsets, data)` arrays with `flat_bytes`, else as object
     /// arrays. After the first batch, threads read ahead unless
     /// recordkit is limited to one thread, the source is a Python file
-    /// object, or the records are large and become `bytes` objects.
+    /// object, or the records are large, become `bytes` objects and come
+    /// from a stream rather than a mapped file.
     #[new]
     #[pyo3(signature = (scanner, requests, *, batch_size, max_bytes = None, limit = None, flat_bytes = false, schema = "tensorflow"))]
     #[allow(clippy::too_many_arguments)]
@@ -491,20 +530,13 @@ impl PyExampleBatches {
             let made = match &mut *state {
                 State::Done => return Ok(None),
                 State::Inline(reader) => reader.next_for_python(py, self.flat_bytes),
-                State::Ahead(ahead) => {
-                    match py.detach(|| ahead.next()) {
-                        Ok(made) => made.map(|batch| Handed {
-                            records: batch.records,
-                            payload: 0, // not needed: reading ahead is decided
-                            columns: owned_columns_out(py, batch.columns, self.flat_bytes),
-                            skipped: batch.skipped,
-                        }),
-                        Err(panic) => {
-                            *state = State::Done;
-                            std::panic::resume_unwind(panic)
-                        }
+                State::Ahead(ahead) => match py.detach(|| ahead.next()) {
+                    Ok(made) => made.and_then(|batch| ahead.hand(py, batch, self.flat_bytes)),
+                    Err(panic) => {
+                        *state = State::Done;
+                        std::panic::resume_unwind(panic)
                     }
-                }
+                },
             };
             let handed = made.inspect_err(|_| *state = State::Done)?;
             lock_shared(py, &self.skipped).extend(handed.skipped);
@@ -513,11 +545,13 @@ impl PyExampleBatches {
                 return Ok(None);
             }
             // Decided once, on the first batch, which is made here.
-            let small = handed.payload / handed.records < OBJECTS_INLINE_FROM;
-            let inline = matches!(*state, State::Inline(_));
-            if inline && self.may_read_ahead && (self.flat_bytes || small) {
-                if let State::Inline(reader) = std::mem::replace(&mut *state, State::Done) {
-                    *state = State::Ahead(Ahead::start(reader, handed.payload));
+            if let State::Inline(reader) = &*state {
+                let small = handed.payload / handed.records < OBJECTS_INLINE_FROM;
+                let in_mapping = !self.flat_bytes && !small && reader.scanner.mapping().is_some();
+                if self.may_read_ahead && (self.flat_bytes || small || in_mapping) {
+                    if let State::Inline(reader) = std::mem::replace(&mut *state, State::Done) {
+                        *state = State::Ahead(Ahead::start(reader, handed.payload, in_mapping));
+                    }
                 }
             }
             Ok(Some((handed.records, handed.columns)))
@@ -604,7 +638,7 @@ mod timing {
                     }
                 }
                 if threads > 1 {
-                    let mut ahead = Ahead::start(Box::new(reader), payload);
+                    let mut ahead = Ahead::start(Box::new(reader), payload, false);
                     loop {
                         let batch = ahead.next().unwrap().unwrap();
                         if batch.records == 0 {

@@ -277,8 +277,14 @@ fn values_out(py: Python<'_>, values: Buffer<'_>, flat: Option<FlatBytes>) -> Py
 }
 
 /// Owned columns for Python, byte strings as `(offsets, data)` arrays when
-/// `flat`, else as object arrays of `bytes`.
-pub fn owned_columns_out(py: Python<'_>, columns: Vec<OwnedColumn>, flat: bool) -> Vec<PyColumn> {
+/// `flat`, else as object arrays of `bytes`; values left in a mapped file
+/// (never flat) are read from `mapping`.
+pub fn owned_columns_out(
+    py: Python<'_>,
+    columns: Vec<OwnedColumn>,
+    flat: bool,
+    mapping: Option<&[u8]>,
+) -> Vec<PyColumn> {
     columns
         .into_iter()
         .map(|c| {
@@ -287,6 +293,11 @@ pub fn owned_columns_out(py: Python<'_>, columns: Vec<OwnedColumn>, flat: bool) 
                 OwnedValues::Numbers(numbers) => buffer_to_py(py, numbers),
                 OwnedValues::Bytes(bytes) if flat => flat_out(py, bytes),
                 OwnedValues::Bytes(bytes) => flat_objects(py, &bytes).unbind(),
+                OwnedValues::InMapping(spans) => {
+                    let mapping = mapping.expect("values left in a mapping come with it");
+                    let values = spans.iter().map(|&(at, len)| &mapping[at..at + len]);
+                    buffer_to_py(py, Buffer::Bytes(values.collect()))
+                }
             };
             (values, counts_to_py(py, c.counts), uniform)
         })
@@ -301,7 +312,7 @@ pub fn columns_out(py: Python<'_>, columns: Vec<Column<'_>>, flat: bool) -> Vec<
         return columns_to_py(py, columns);
     }
     let owned = py.detach(|| owned_columns(columns));
-    owned_columns_out(py, owned, true)
+    owned_columns_out(py, owned, true, None)
 }
 
 /// Feature-list columns for Python: `(values, step_counts, steps)`, byte
@@ -400,7 +411,12 @@ pub fn parse_example_columns(
         if flat_bytes {
             let columns =
                 py.detach(|| parse_examples_parallel(&slices, &requests, schema, owned_columns));
-            Ok(owned_columns_out(py, columns.map_err(Error::from)?, true))
+            Ok(owned_columns_out(
+                py,
+                columns.map_err(Error::from)?,
+                true,
+                None,
+            ))
         } else {
             let columns = py.detach(|| parse_examples_parallel(&slices, &requests, schema, |c| c));
             Ok(columns_to_py(py, columns.map_err(Error::from)?))
