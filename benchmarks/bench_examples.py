@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -56,20 +57,31 @@ def large_columns(n: int, size: int) -> dict:
     return {"image": np.array([pool[(i % 7) * size // 7:][:size] for i in range(n)], dtype=object), "label": np.arange(n)}
 
 
-def tutorial_file(records: int) -> Path:
-    """``records`` of the tutorial's Examples, written once under ``benchmarks/data``."""
-    path = DATA / f"tutorial-{records}.tfrecord"
-    if not path.exists():
-        rk.write_examples(path, tutorial_columns(records))
+def fresh_file(path: Path, columns: dict) -> Path:
+    """``columns`` written to ``path`` anew, and on disk before anything is timed.
+
+    Each run writes its files afresh, as they are checked ("on fresh files"). On this
+    VM a file left for hours reads slower: the kernel's DAMON pageout reclaims page
+    cache it finds cold (the tutorial file was half resident after a few hours), and
+    even wholly resident, the 150 KB records' file took 132 ms on one thread against
+    70 ms for the same bytes written again (mapping its pages costs more; TensorFlow,
+    which copies with read(), took 0.33-0.35 s against 0.31 s)."""
+    path.unlink(missing_ok=True)
+    with warnings.catch_warnings():  # the tutorial's float64 feature, stored as float32 as it says
+        warnings.filterwarnings("ignore", message=".*stored as float32")
+        rk.write_examples(path, columns)
+    os.sync()  # no write-back of the new pages while readers are timed
     return path
+
+
+def tutorial_file(records: int) -> Path:
+    """``records`` of the tutorial's Examples, written afresh under ``benchmarks/data``."""
+    return fresh_file(DATA / f"tutorial-{records}.tfrecord", tutorial_columns(records))
 
 
 def large_file(records: int) -> Path:
-    """``records`` Examples of a 150 KB image each, written once under ``benchmarks/data``."""
-    path = DATA / f"large-examples-{records}.tfrecord"
-    if not path.exists():
-        rk.write_examples(path, large_columns(records, 150_000))
-    return path
+    """``records`` Examples of a 150 KB image each, written afresh under ``benchmarks/data``."""
+    return fresh_file(DATA / f"large-examples-{records}.tfrecord", large_columns(records, 150_000))
 
 
 def rk_parse(path, spec, batch_size) -> int:
