@@ -64,8 +64,8 @@ def fresh_file(path: Path, columns: dict) -> Path:
     VM a file left for hours reads slower: the kernel's DAMON pageout reclaims page
     cache it finds cold (the tutorial file was half resident after a few hours), and
     even wholly resident, the 150 KB records' file took 132 ms on one thread against
-    70 ms for the same bytes written again (mapping its pages costs more; TensorFlow,
-    which copies with read(), took 0.33-0.35 s against 0.31 s)."""
+    70 ms for the same bytes written again (TensorFlow, which copies with read() instead
+    of mapping the file, 0.33-0.35 s against 0.31 s; why, see benchmarks/README.md)."""
     path.unlink(missing_ok=True)
     with warnings.catch_warnings():  # the tutorial's float64 feature, stored as float32 as it says
         warnings.filterwarnings("ignore", message=".*stored as float32")
