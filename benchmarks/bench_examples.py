@@ -61,11 +61,11 @@ def fresh_file(path: Path, columns: dict) -> Path:
     """``columns`` written to ``path`` anew, and on disk before anything is timed.
 
     Each run writes its files afresh, as they are checked ("on fresh files"). On this
-    VM a file left for hours reads slower: the kernel's DAMON pageout reclaims page
-    cache it finds cold (the tutorial file was half resident after a few hours), and
-    even wholly resident, the 150 KB records' file took 132 ms on one thread against
-    70 ms for the same bytes written again (TensorFlow, which copies with read() instead
-    of mapping the file, 0.33-0.35 s against 0.31 s; why, see benchmarks/README.md)."""
+    VM an older file's state in the page cache changes what a read costs: the kernel's
+    DAMON pageout reclaims page cache it finds cold (the tutorial file was found half
+    resident), and the 150 KB records' file, wholly resident, took 0.087 s on one
+    thread one morning and 132 ms that afternoon, against 70 ms for the same bytes
+    written again (benchmarks/README.md, nineteenth session)."""
     path.unlink(missing_ok=True)
     with warnings.catch_warnings():  # the tutorial's float64 feature, stored as float32 as it says
         warnings.filterwarnings("ignore", message=".*stored as float32")
