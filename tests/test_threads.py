@@ -321,12 +321,13 @@ else:
 """
 
 
-def test_large_values_of_a_file_truncated_after_they_were_read_ahead_are_data_loss(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [20_000, 64])
+def test_values_of_a_file_truncated_after_they_were_read_ahead_are_data_loss(tmp_path: Path, size: int) -> None:
     # The file shrinks after the threads reading ahead parsed batch 1 (records 16-31) and
-    # checked the file, before Python copies its images out of the mapping: the copy reads
-    # the lost pages as zeros, so the file is checked again after it, and none is delivered.
+    # checked the file, before Python copies its images out of the mapping (where the
+    # threads leave byte strings of every size): the copy reads the lost bytes as zeros,
+    # so the file is checked again after it, and none is delivered.
     path = tmp_path / "shrinking.tfrecord"
-    size = 20_000
     _large_records(path, 200, size)
     cut = path.stat().st_size * 20 // 200  # in record 20
     out = subprocess.run([sys.executable, "-c", _TRUNCATE_LARGE_AHEAD, str(path), str(cut), str(size)],
