@@ -290,8 +290,8 @@ impl Shared {
                 };
                 // Parsed from a mapping: if the file shrank meanwhile, nothing
                 // of it is to be trusted. Checked on the mapping, not through the
-                // scanner: the framing lock is held by the thread framing the next
-                // batch, and waiting for it here cost 1-2 ms a batch.
+                // scanner, so as not to wait for the framing lock, which the
+                // thread framing the next batch holds.
                 if let Some(at) = self.mapping.as_deref().and_then(Mapping::shrunk) {
                     return Some(Err(self.framing().scanner.shrunk_at(at)));
                 }
