@@ -1419,9 +1419,10 @@ mod tests {
                 features.push(lying);
             }
         }
-        features.push(field(3, b"")); // an empty list: no packed run
-                                      // Two-byte lengths whose bytes read as the common layout's: the list's
-                                      // 2 + 10 x 128 bytes and the run's 128 + ... are not there.
+        // An empty list: no packed run.
+        features.push(field(3, b""));
+        // Two-byte lengths whose bytes read as the common layout's: the list's
+        // 2 + 10 x 128 bytes and the run's 128 + ... are not there.
         features.push([&[0x1a, 0x82, 0x0a, 0x80][..], &[1; 128]].concat());
         for feature in &features {
             let entry = Entry {

@@ -298,7 +298,7 @@ def test_damage_in_large_records_read_ahead_is_raised_after_every_record_before_
         assert error.value.offset == offset and error.value.kind == "corrupt_data"
 
 
-_TRUNCATE_LARGE_AHEAD = """
+_TRUNCATE_READ_AHEAD = """
 import sys, time
 import recordkit as rk
 rk.set_num_threads(2)
@@ -330,7 +330,7 @@ def test_values_of_a_file_truncated_after_they_were_read_ahead_are_data_loss(tmp
     path = tmp_path / "shrinking.tfrecord"
     _large_records(path, 200, size)
     cut = path.stat().st_size * 20 // 200  # in record 20
-    out = subprocess.run([sys.executable, "-c", _TRUNCATE_LARGE_AHEAD, str(path), str(cut), str(size)],
+    out = subprocess.run([sys.executable, "-c", _TRUNCATE_READ_AHEAD, str(path), str(cut), str(size)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[:2] == ["DataLossError", "truncated_while_reading"], out.stdout

@@ -242,6 +242,18 @@ impl Shared {
         self.turns[turn].notify_one();
     }
 
+    /// Checks that the mapped file (if the records are read from one) did
+    /// not shrink: if it did, nothing read from it since is to be trusted,
+    /// and the scan ends. Checked on the mapping, not through the scanner, so
+    /// as not to wait for the framing lock, which the thread framing the next
+    /// batch holds.
+    fn check_mapping(&self) -> Result<()> {
+        match self.mapping.as_deref().and_then(Mapping::shrunk) {
+            Some(at) => Err(self.framing().scanner.shrunk_at(at)),
+            None => Ok(()),
+        }
+    }
+
     /// Batch `index`, framed once every batch before it is, then parsed
     /// beside them; None once the reading is finished.
     fn make(&self, index: u64) -> Option<Result<Batch>> {
@@ -288,12 +300,8 @@ impl Shared {
                 } else {
                     parse_examples_on(self.split, &records, requests, schema, owned_columns)
                 };
-                // Parsed from a mapping: if the file shrank meanwhile, nothing
-                // of it is to be trusted. Checked on the mapping, not through the
-                // scanner, so as not to wait for the framing lock, which the
-                // thread framing the next batch holds.
-                if let Some(at) = self.mapping.as_deref().and_then(Mapping::shrunk) {
-                    return Some(Err(self.framing().scanner.shrunk_at(at)));
+                if let Err(shrunk) = self.check_mapping() {
+                    return Some(Err(shrunk));
                 }
                 columns
             }
@@ -427,8 +435,8 @@ impl Ahead {
             .as_deref()
             .filter(|_| self.shared.in_mapping);
         let columns = owned_columns_out(py, batch.columns, flat, mapping.map(|m| &**m));
-        if let Some(at) = mapping.and_then(|m| m.shrunk()) {
-            return Err(self.shared.framing().scanner.shrunk_at(at));
+        if mapping.is_some() {
+            self.shared.check_mapping()?;
         }
         Ok(Handed {
             records: batch.records,
