@@ -163,7 +163,8 @@ def main() -> None:
     counts = sorted({1, 2, cores} | {c for c in (4, 8, 16) if c <= cores})
     print(f"\n4. parse throughput by thread count ({args.records:,} tutorial records)")
     print("   CPU: the process's CPU time in the fastest run; busy: CPU / wall, the cores kept busy;")
-    print("   main: the calling thread's CPU (the work only it does: Python objects, NumPy and Arrow assembly).")
+    print("   main: the calling thread's CPU (the work only it does: Python objects, NumPy and Arrow assembly;")
+    print("   with more than one thread, also the batches it frames and parses while it waits for the next).")
     for label, parse in (("read_examples (NumPy columns, strings as objects)", lambda: rk_parse(path, SPEC, 65536)),
                          ("read_table (Arrow)", lambda: rk.read_table(path, SPEC).num_rows)):
         runs = fastest_of_each([with_threads(c, parse) for c in counts], args.repeats, [settle] * len(counts))
