@@ -779,20 +779,26 @@ mod tests {
     use crate::window::MappedWindow;
 
     /// A reader of `count` Examples whose feature `id` is their index, in
-    /// batches of `batch` (the file is removed at once: its mapping stays).
+    /// batches of `batch`, with the stored CRC of record `damaged` changed
+    /// (the file is removed at once: its mapping stays); and the offset of
+    /// each record's frame.
     #[cfg(unix)]
-    fn reader_of_ids(count: i64, batch: usize) -> Reader {
+    fn reader_of_ids(count: i64, batch: usize, damaged: Option<i64>) -> (Reader, Vec<u64>) {
         let path = std::env::temp_dir().join(format!(
-            "recordkit-batches-{}-{count}-{batch}.tfrecord",
+            "recordkit-batches-{}-{count}-{batch}-{damaged:?}.tfrecord",
             std::process::id()
         ));
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        let (mut bytes, mut offsets) = (Vec::new(), Vec::new());
         for i in 0..count {
             let mut record = Vec::new();
             put_example(&mut record, &[(b"id", Some(Values::Int64(&[i])))]).unwrap();
-            write_tfrecord(&mut out, &record).unwrap();
+            offsets.push(bytes.len() as u64);
+            write_tfrecord(&mut bytes, &record).unwrap();
+            if damaged == Some(i) {
+                *bytes.last_mut().unwrap() ^= 1; // the footer: the payload's CRC
+            }
         }
-        drop(out);
+        std::fs::write(&path, bytes).unwrap();
         let win = MappedWindow::new(std::fs::File::open(&path).unwrap()).unwrap();
         std::fs::remove_file(&path).unwrap();
         let scanner =
@@ -805,7 +811,29 @@ mod tests {
             key: b"id".to_vec(),
             dtype: DType::Int64,
         }];
-        Reader::new(scanner, requests, Schema::TensorFlow, size, None)
+        let reader = Reader::new(scanner, requests, Schema::TensorFlow, size, None);
+        (reader, offsets)
+    }
+
+    /// How many records `ahead` hands over, checked to be the ids from 0
+    /// on in order, until the end or an error (returned).
+    fn ids_until_end(ahead: &mut Ahead) -> (i64, Option<Error>) {
+        let mut read = 0;
+        loop {
+            let batch = match ahead.next().unwrap() {
+                Ok(batch) if batch.records > 0 => batch,
+                Ok(_) => return (read, None),
+                Err(error) => return (read, Some(error)),
+            };
+            let OwnedValues::Numbers(Buffer::Int64(ids)) = &batch.columns[0].values else {
+                panic!("id is int64");
+            };
+            assert_eq!(
+                ids,
+                &(read..read + batch.records as i64).collect::<Vec<_>>()
+            );
+            read += batch.records as i64;
+        }
     }
 
     #[cfg(unix)]
@@ -813,7 +841,8 @@ mod tests {
     fn threads_reading_ahead_stop_when_left_without_close() {
         // Small batches: room for every thread to read ahead, and more
         // batches than that, so that they wait for Python to take one.
-        let mut ahead = Ahead::start(Box::new(reader_of_ids(5000, 10)), 100, false);
+        let (reader, _) = reader_of_ids(5000, 10, None);
+        let mut ahead = Ahead::start(Box::new(reader), 100, false);
         assert_eq!(ahead.next().unwrap().unwrap().records, 10);
         let shared = Arc::downgrade(&ahead.shared);
         drop(ahead);
@@ -832,24 +861,32 @@ mod tests {
     fn batches_come_in_order_whoever_makes_them() {
         // Which thread makes which batch changes from run to run.
         for _ in 0..10 {
-            let mut ahead = Ahead::start(Box::new(reader_of_ids(20_000, 7)), 70, false);
-            let mut read = 0;
-            loop {
-                let batch = ahead.next().unwrap().unwrap();
-                if batch.records == 0 {
-                    break;
-                }
-                let OwnedValues::Numbers(Buffer::Int64(ids)) = &batch.columns[0].values else {
-                    panic!("id is int64");
-                };
-                assert_eq!(
-                    ids,
-                    &(read..read + batch.records as i64).collect::<Vec<_>>()
-                );
-                read += batch.records as i64;
-            }
-            assert_eq!(read, 20_000);
+            let (reader, _) = reader_of_ids(20_000, 7, None);
+            let mut ahead = Ahead::start(Box::new(reader), 70, false);
+            let (read, error) = ids_until_end(&mut ahead);
+            assert_eq!((read, error.map(|e| e.to_string())), (20_000, None));
             ahead.close();
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn damage_found_ahead_comes_after_every_record_before_it() {
+        // Whichever thread frames the damaged batch, Python's or another.
+        for damaged in [12_345, 12_341, 7, 19_999] {
+            for _ in 0..5 {
+                let (reader, offsets) = reader_of_ids(20_000, 7, Some(damaged));
+                let mut ahead = Ahead::start(Box::new(reader), 70, false);
+                let (read, error) = ids_until_end(&mut ahead);
+                assert_eq!(read, damaged);
+                let Some(Error::DataLoss(loss)) = error else {
+                    panic!("record {damaged}: {error:?} instead of data loss");
+                };
+                assert_eq!(loss.record_index, damaged as u64);
+                // TensorFlow's offset for a payload CRC: the payload's, after the 12-byte header.
+                assert_eq!(loss.offset, offsets[damaged as usize] + 12);
+                ahead.close();
+            }
         }
     }
 }
