@@ -428,7 +428,8 @@ impl Ahead {
         // With one, a thread makes the next batch (on every core) while
         // Python takes this one. With more, Python's thread is one of them,
         // and one batch more may wait for Python, so that a thread that
-        // finished its batch while Python makes one goes on to the next.
+        // finished its batch while Python makes one goes on to the next
+        // (batches made ahead then hold at most 1.5 x `AHEAD_BYTES`).
         let helps = makers > 1;
         let (threads, most) = if helps {
             (makers - 1, makers as u64 + 1)
