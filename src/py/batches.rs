@@ -407,8 +407,6 @@ const AHEAD_BYTES: usize = 16 << 20;
 struct Ahead {
     /// The index of the batch Python takes next.
     next: u64,
-    /// Whether Python's thread makes batches while it waits.
-    helps: bool,
     threads: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
@@ -426,15 +424,14 @@ impl Ahead {
         // Batches made at once, Python's own included.
         let makers = (AHEAD_BYTES / payload.max(1)).clamp(1, cores);
         // With one, a thread makes the next batch (on every core) while
-        // Python takes this one. With more, Python's thread is one of them,
-        // and one batch more may wait for Python, so that a thread that
-        // finished its batch while Python makes one goes on to the next
-        // (batches made ahead then hold at most 1.5 x `AHEAD_BYTES`).
-        let helps = makers > 1;
-        let (threads, most) = if helps {
-            (makers - 1, makers as u64 + 1)
-        } else {
-            (1, 1)
+        // Python takes this one: room for one batch ahead, which that thread
+        // claims as soon as Python takes a batch. With more, Python's thread
+        // is one of them, and one batch more may wait for Python, so that a
+        // thread that finished its batch while Python makes one goes on to
+        // the next (batches made ahead then hold at most 1.5 x `AHEAD_BYTES`).
+        let (threads, most) = match makers {
+            1 => (1, 1),
+            _ => (makers - 1, makers as u64 + 1),
         };
         let Reader {
             scanner,
@@ -481,7 +478,6 @@ impl Ahead {
             .collect();
         Ahead {
             next: 0,
-            helps,
             threads,
             shared,
         }
@@ -521,7 +517,7 @@ impl Ahead {
                 shared.took();
                 return outcome;
             }
-            if self.helps && shared.claim(false) {
+            if shared.claim(false) {
                 drop(made);
                 shared.make_next();
                 made = unpoisoned(&shared.made);
