@@ -10,6 +10,7 @@ pub mod example;
 pub mod framing;
 pub mod map_guard;
 mod py;
+pub mod reserve;
 pub mod shuffle;
 pub mod survey;
 pub mod threads;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import itertools
@@ -480,6 +481,54 @@ def test_a_failed_write_stops_the_writer(compression: str | None) -> None:
         writer.write(b"one more")
     with pytest.raises(ValueError, match="stopped at an earlier error"):
         writer.close()
+
+
+_PAST_THE_SIZE_LIMIT = """
+import os, resource, sys
+import recordkit as rk
+resource.setrlimit(resource.RLIMIT_FSIZE, (5 << 20, 5 << 20))
+path = sys.argv[1]
+writer = rk.TFRecordWriter(path)
+record = os.urandom(1 << 20)
+try:
+    for _ in range(64):
+        writer.write(record)
+        writer.flush()
+except OSError as error:
+    print("raised", error.errno)
+try:
+    writer.close()
+except ValueError as error:
+    print("close refused:", "stopped at an earlier error" in str(error))
+print("left", len(os.listdir(os.path.dirname(path))))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_file_that_reaches_its_size_limit_fails_the_write(tmp_path: Path) -> None:
+    # Blocks are reserved 16 MiB past what is written (fallocate, keeping the
+    # size): the write past the limit must still fail as it did without them,
+    # and nothing be left behind. Python ignores SIGXFSZ, so the kernel's
+    # EFBIG reaches the writer.
+    path = tmp_path / "limited.tfrecord"
+    out = subprocess.run([sys.executable, "-c", _PAST_THE_SIZE_LIMIT, str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == [f"raised {errno.EFBIG}", "close refused: True", "left 0"], out.stdout
+
+
+@pytest.mark.skipif(not hasattr(os.stat_result, "st_blocks"), reason="no block counts here")
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_blocks_reserved_ahead_are_released(tmp_path: Path, compression: str | None) -> None:
+    # The writer reserves disk blocks 16 MiB past what it has written; a closed
+    # file keeps none past its end.
+    path = tmp_path / "reserved.tfrecord"
+    records = [os.urandom(1 << 20) for _ in range(20)]
+    with rk.TFRecordWriter(path, compression=compression) as writer:
+        writer.write_many(records)
+    stat = path.stat()
+    assert stat.st_blocks * 512 < stat.st_size + (1 << 20), (stat.st_blocks, stat.st_size)
+    assert list(rk.TFRecordReader(path, compression=compression)) == records
 
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)

@@ -24,6 +24,7 @@ use crate::framing::{
 use crate::py::codec::{columns_out, requests, sequence_columns_out, ColumnSource, Held, PyColumn};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
 use crate::py::shared::lock_shared;
+use crate::reserve::ReservedFile;
 use crate::window::{MappedWindow, Stream, StreamWindow, Window};
 
 /// Bytes read to guess the compression: one TFRecord header.
@@ -591,7 +592,7 @@ impl PyRecordWriter {
                 let file = py
                     .detach(|| File::create(&path))
                     .map_err(|source| Error::Io { path, source })?;
-                Box::new(file)
+                Box::new(ReservedFile::new(file))
             } else {
                 Box::new(PyFileWriter::new(sink.clone().unbind()))
             };
