@@ -106,8 +106,8 @@ impl Payload {
             return Ok(Payload::Bytes(b));
         }
         // Other bytes-like objects (memoryview, NumPy uint8 arrays, array.array("B")),
-        // through `memoryview`: the buffer protocol is outside the limited C API
-        // before Python 3.11, and the wheel is built for 3.10 and later (abi3).
+        // copied into a `bytes` through `memoryview`, which checks the item size:
+        // a rare path, so it borrows nothing.
         let refused = || -> PyResult<Payload> {
             Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "a record must be bytes, a bytes-like object or str, not {}",
