@@ -8,8 +8,8 @@
 //! once a row needs them: a column of one value per row has neither. It reads
 //! lists, tuples, bytes and floats through CPython's inline accessors, which
 //! is why the extension is built for each CPython version rather than for the
-//! stable ABI (where each is a function call): a sixth of the pass, 25.2 ->
-//! 21.4 ms per 1 M tutorial rows (benchmarks/README.md).
+//! stable ABI (where each is a function call): a fifth of the pass, 26.4 ->
+//! 20.5 ms per 1 M tutorial rows (benchmarks/README.md).
 
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
