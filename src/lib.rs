@@ -20,7 +20,12 @@ pub mod wire;
 use pyo3::prelude::*;
 
 /// The compiled half of recordkit. Private: use the `recordkit` package.
-#[pymodule(gil_used = false)]
+///
+/// It reads the items of Python lists and object arrays borrowed, trusting
+/// the GIL to keep other threads from changing them (`py/lists.rs`); built
+/// for a free-threaded CPython (possible since the extension is built per
+/// version, not for the stable ABI), importing it keeps the GIL on.
+#[pymodule(gil_used = true)]
 mod _native {
     #[pymodule_export]
     use crate::py::batches::PyExampleBatches;

@@ -12,9 +12,9 @@
 //! moment the file holds exactly what was written, as without it, and a crash
 //! leaves no run of zeros that a reader would take for a record. What is
 //! reserved past the end is released at `flush` and on drop. Where the call
-//! is refused (a filesystem without it, a device, a pipe, a full disk), reserving stops
-//! and the writes go on as before: a full disk is then reported by the write
-//! that does not fit, as it would be anyway.
+//! is refused (a filesystem without it, a device, a pipe, a full disk),
+//! reserving stops and the writes go on as before: a full disk is then
+//! reported by the write that does not fit, as it would be anyway.
 
 use std::fs::File;
 use std::io::{self, Write};
