@@ -38,7 +38,9 @@ def len_field(number: int, payload: bytes) -> bytes:
 
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The varint at ``data[pos:]`` and the position after it."""
+    """The varint at ``data[pos:]`` and the position after it. Bits past the
+    64th (a tenth byte above 1) are dropped, as protobuf and the Rust codec
+    (``wire::read_varint``) drop them."""
     result = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
@@ -47,7 +49,7 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result, pos
+            return result & 0xFFFF_FFFF_FFFF_FFFF, pos
         shift += 7
 
 
