@@ -1376,8 +1376,9 @@ pub(crate) mod timing {
                                 for chunk in (0..20).flat_map(|_| slices.chunks(65536)) {
                                     match work {
                                         "crc" => {
-                                            let x =
-                                                chunk.iter().fold(0, |x, r| x ^ crc32c::crc32c(r));
+                                            let x = chunk
+                                                .iter()
+                                                .fold(0, |x, r| x ^ crate::crc::crc32c(r));
                                             std::hint::black_box(x);
                                         }
                                         "walk" => {

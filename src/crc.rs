@@ -1,7 +1,9 @@
 //! CRC-32C (Castagnoli) and TensorFlow's mask over it.
 //!
-//! The `crc32c` crate picks the CPU's CRC instruction (SSE 4.2 / ARMv8 CRC) at
-//! run time and falls back to tables elsewhere.
+//! Short inputs (a TFRecord's length, a small record) take a plain loop over
+//! the CRC instruction; longer ones the `crc-fast` crate, which picks at run
+//! time the fastest of carry-less-multiply folding fused with the CRC
+//! instruction (x86-64 and AArch64) and falls back to tables elsewhere.
 
 /// CRC-32C's polynomial, bit-reversed (the CRC runs least significant bit first).
 const POLY: u32 = 0x82f6_3b78;
@@ -54,10 +56,11 @@ pub fn shift(crc: u32, len: u64) -> u32 {
 /// TensorFlow's `kMaskDelta`.
 const MASK_DELTA: u32 = 0xa282_ead8;
 
-/// Inputs shorter than this use a plain loop over the CRC instruction; the
-/// `crc32c` crate's three-stream code pays off only on longer ones (for
-/// 8-100 byte inputs its setup cost ~140 instructions a call).
-const SHORT: usize = 256;
+/// Inputs shorter than this use a plain loop over the CRC instruction:
+/// `crc-fast`'s folding pays off only on longer ones (on an AMD EPYC, 16-384
+/// byte inputs 1.2-2.2 x faster through the loop, 512 bytes and up 1.6-3.8 x
+/// slower).
+const SHORT: usize = 512;
 
 /// Standard CRC-32C of `data`.
 #[inline]
@@ -68,7 +71,18 @@ pub fn crc32c(data: &[u8]) -> u32 {
         // line above checked at run time that this CPU has them.
         return unsafe { short_sse42(data) };
     }
-    crc32c::crc32c(data)
+    crc_fast::crc32_iscsi(data)
+}
+
+/// The CRC-32C of `a ‖ data`, given `crc`, the CRC-32C of `a`: a CRC computed
+/// piece by piece.
+#[inline]
+pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    // The digest's state is the CRC register before the final inversion.
+    let mut digest =
+        crc_fast::Digest::new_with_init_state(crc_fast::CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
+    digest.update(data);
+    digest.finalize() as u32
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -102,7 +116,7 @@ pub fn crc32c_u64(value: u64) -> u32 {
         // line above checked at run time that this CPU has them.
         return unsafe { u64_sse42(value) };
     }
-    crc32c::crc32c(&value.to_le_bytes())
+    crc32c(&value.to_le_bytes())
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -138,23 +152,59 @@ mod tests {
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
     }
 
+    /// CRC-32C bit by bit, straight from its definition: the oracle.
+    fn bitwise(data: &[u8]) -> u32 {
+        let mut crc = u32::MAX;
+        for &byte in data {
+            crc ^= u32::from(byte);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ POLY
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    fn sample(len: usize) -> Vec<u8> {
+        (0..len as u64)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect()
+    }
+
     #[test]
-    fn u64_path_agrees_with_the_crate() {
+    fn u64_path_agrees_with_the_definition() {
         for value in [0u64, 1, 0x80, u64::MAX, 0x0123_4567_89ab_cdef] {
-            assert_eq!(crc32c_u64(value), crc32c::crc32c(&value.to_le_bytes()));
+            assert_eq!(crc32c_u64(value), bitwise(&value.to_le_bytes()));
         }
     }
 
     #[test]
-    fn short_path_agrees_with_the_crate() {
-        let data: Vec<u8> = (0..600u32).map(|i| (i * 7 + 3) as u8).collect();
-        for len in 0..data.len() {
-            assert_eq!(
-                crc32c(&data[..len]),
-                crc32c::crc32c(&data[..len]),
-                "length {len}"
-            );
+    fn every_length_and_alignment_agrees_with_the_definition() {
+        // Both sides of `SHORT`, and past the folding code's blocks (up to 4 KiB
+        // and over), from every alignment of a 64-byte line.
+        let data = sample(9000);
+        let lengths = (0..=1100).chain([2047, 2048, 2049, 4095, 4096, 4097, 8191, 8936]);
+        for len in lengths {
+            for offset in [0, 1, 3, 8, 13, 31, 63] {
+                let part = &data[offset..offset + len];
+                assert_eq!(crc32c(part), bitwise(part), "length {len}, offset {offset}");
+            }
         }
+    }
+
+    #[test]
+    fn append_computes_the_crc_piece_by_piece() {
+        let data = sample(70_000);
+        for pieces in [1, 2, 3, 7, 1000] {
+            let step = data.len().div_ceil(pieces);
+            let crc = data.chunks(step).fold(0, crc32c_append);
+            assert_eq!(crc, crc32c(&data), "{pieces} pieces");
+        }
+        assert_eq!(crc32c_append(crc32c(b"1234"), b"56789"), 0xE306_9283);
+        assert_eq!(crc32c_append(0, b""), 0);
     }
 
     #[test]

@@ -907,7 +907,7 @@ impl PrefixCrcs {
                 break;
             }
             let last = *self.checkpoints.back().unwrap();
-            self.checkpoints.push_back(crc32c::crc32c_append(
+            self.checkpoints.push_back(crate::crc::crc32c_append(
                 last,
                 win.bytes(from, Self::STEP as usize),
             ));
@@ -925,7 +925,7 @@ impl PrefixCrcs {
         let kept = (kept as usize).min(self.checkpoints.len() - 1);
         let from = self.origin + (self.forgotten + kept as u64) * Self::STEP;
         win.fill(from, pos - from)?;
-        Ok(crc32c::crc32c_append(
+        Ok(crate::crc::crc32c_append(
             self.checkpoints[kept],
             win.bytes(from, (pos - from) as usize),
         ))

@@ -330,7 +330,7 @@ impl<R: Read + Send + Sync> Window for StreamWindow<R> {
         // part, and the tail's bytes.
         let mut take = |bytes: &[u8], have: &mut u64| {
             let data = len.saturating_sub(*have).min(bytes.len() as u64) as usize;
-            crc = crc32c::crc32c_append(crc, &bytes[..data]);
+            crc = crate::crc::crc32c_append(crc, &bytes[..data]);
             for (i, &b) in bytes[data..].iter().enumerate() {
                 let at = (*have + (data + i) as u64 - len) as usize;
                 if at < 4 {
@@ -407,7 +407,7 @@ mod tests {
         assert_eq!(w.fill(0, 100).unwrap(), 100);
         let ahead = w.read_ahead(50, 2_500_000).unwrap().unwrap();
         assert_eq!(ahead.available, 2_500_004);
-        assert_eq!(ahead.crc, crc32c::crc32c(&data[50..2_500_050]));
+        assert_eq!(ahead.crc, crate::crc::crc32c(&data[50..2_500_050]));
         assert_eq!(ahead.tail, data[2_500_050..2_500_054]);
         assert!(w.buf.len() <= READ_CHUNK, "read-ahead bytes were kept");
         // Past the end: what exists is counted.
