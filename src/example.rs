@@ -596,7 +596,7 @@ impl<'a> Feature<'a> {
 }
 
 fn packed_fixed(payload: &[u8], width: usize) -> Result<usize, Malformed> {
-    if payload.len() % width != 0 {
+    if !payload.len().is_multiple_of(width) {
         return Err(Malformed("packed fixed-width list with a partial value"));
     }
     Ok(payload.len() / width)

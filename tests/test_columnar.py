@@ -317,6 +317,20 @@ def test_object_arrays_of_strings_read_in_one_pass(tmp_path) -> None:
     assert not (tmp_path / "bad.tfrecord").exists()
 
 
+def test_ints_around_every_digit_boundary_are_read_exactly() -> None:
+    # CPython keeps an int as 30-bit digits, and the one-pass reader reads ints of
+    # up to two digits in place (the rest through CPython's call): both signs of
+    # every size around 0, 2**30 and 2**60, as scalars, as lists and in object arrays.
+    from recordkit import _native
+
+    edges = [0, 1, 2**30 - 1, 2**30, 2**30 + 1, 2**60 - 1, 2**60, 2**60 + 1, 2**63 - 1]
+    values = sorted({sign * edge for edge in edges for sign in (1, -1)} | {-(2**63)})
+    for rows in (values, [[v] for v in values], [(v, v) for v in values], _object_array(values)):
+        kind, read, _, _ = _native._column_from_rows(rows)
+        assert kind == "int64"
+        assert read.tolist() == [v for row in rows for v in (row if isinstance(row, (list, tuple)) else [row])]
+
+
 @pytest.mark.parametrize("rows", [[1, [2, 3], [4, 2**64 - 1]], [1, 2, 2**64 - 1]])
 def test_python_lists_name_the_row_that_does_not_fit(tmp_path, rows) -> None:
     with pytest.raises(ValueError, match=r"column 'x', row 2: value 18446744073709551615 does not fit an int64"):
