@@ -221,6 +221,9 @@ pub struct Scanner {
     skipped: Vec<Skipped>,
     /// Prefix CRCs of the stream while skipping damage (see [`DIRECT_CRC_MAX`]).
     crcs: Option<PrefixCrcs>,
+    /// The window's bytes from here on are kept, however far framing went
+    /// (see [`Scanner::keep_from`]).
+    kept_from: u64,
 }
 
 /// While skipping damage, a payload longer than this has its CRC computed
@@ -263,6 +266,7 @@ impl Scanner {
             state: State::Active,
             skipped: Vec::new(),
             crcs: None,
+            kept_from: u64::MAX,
         })
     }
 
@@ -274,6 +278,21 @@ impl Scanner {
     /// Stream offset of the next record.
     pub fn position(&self) -> u64 {
         self.pos
+    }
+
+    /// Keeps the window's bytes from `pos` on, for a caller that reads
+    /// batches framed earlier after the scanner has moved on (threads
+    /// parsing them, Python copying values out of a mapping) and drops
+    /// their pages itself once done with them: dropped behind the framing,
+    /// as the scanner drops them so that a long read does not hold the
+    /// file, they would only be faulted in again.
+    pub fn keep_from(&mut self, pos: u64) {
+        self.kept_from = pos;
+    }
+
+    /// Lets the window drop its bytes before `pos`, and none that are kept.
+    fn release(&mut self, pos: u64) {
+        self.win.release(pos.min(self.kept_from));
     }
 
     /// Damaged regions skipped since the last call.
@@ -376,9 +395,10 @@ impl Scanner {
         match &mut self.crcs {
             Some(crcs) => {
                 crcs.forget_before(self.pos);
-                self.win.release(crcs.needed_from(self.pos));
+                let needed = crcs.needed_from(self.pos);
+                self.release(needed);
             }
-            None => self.win.release(self.pos),
+            None => self.release(self.pos),
         }
         // Large payloads of a mapped file have their CRCs checked after
         // framing, on every core (see `DEFERRED_CRC_FROM`).
@@ -774,7 +794,7 @@ impl Scanner {
                 .advance_to(self.win.as_mut(), *candidate)
                 .map_err(|e| self.io_error(e))?;
             prefix.forget_before(*candidate);
-            self.win.release(prefix.needed_from(*candidate));
+            self.release(prefix.needed_from(*candidate));
             let got = self
                 .win
                 .fill(*candidate, SCAN + TF_HEADER as u64)

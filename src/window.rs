@@ -83,6 +83,24 @@ impl Mapping {
             _ => None,
         }
     }
+
+    /// Drops the process's copy of the pages of bytes `from..to`, so that a
+    /// long read does not keep the whole file in its resident set.
+    pub fn release(&self, from: u64, to: u64) {
+        // SAFETY: MADV_DONTNEED on a read-only private file mapping only drops
+        // the process's copy of clean pages; touching them again re-reads them
+        // from the file, so no byte anyone reads changes (memmap2 widens the
+        // range to whole pages, which is harmless for the same reason). That
+        // holds for slices other threads still read through the mapping: they
+        // see the same bytes, faulted in again.
+        let _ = unsafe {
+            self.map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                from as usize,
+                (to - from) as usize,
+            )
+        };
+    }
 }
 
 impl std::ops::Deref for Mapping {
@@ -105,7 +123,7 @@ pub struct MappedWindow {
 /// what a streaming reader holds is its batch plus at most this much. One
 /// `madvise` per step costs microseconds against the milliseconds it takes
 /// to read 16 MiB.
-const RELEASE_STEP: u64 = 16 << 20;
+pub const RELEASE_STEP: u64 = 16 << 20;
 
 impl MappedWindow {
     /// Maps `file`. Zero-length files are not mapped (mmap refuses them).
@@ -157,20 +175,7 @@ impl Window for MappedWindow {
         if pos.saturating_sub(self.released_pages) < RELEASE_STEP {
             return;
         }
-        let start = self.released_pages;
-        // SAFETY: MADV_DONTNEED on a read-only private file mapping only drops
-        // the process's copy of clean pages; touching them again re-reads them
-        // from the file, so no byte anyone reads changes (memmap2 widens the
-        // range to whole pages, which is harmless for the same reason). That
-        // holds for slices other threads still read through `mapping()`: they
-        // see the same bytes, faulted in again.
-        let _ = unsafe {
-            map.map.unchecked_advise_range(
-                memmap2::UncheckedAdvice::DontNeed,
-                start as usize,
-                (pos - start) as usize,
-            )
-        };
+        map.release(self.released_pages, pos);
         self.released_pages = pos;
     }
 

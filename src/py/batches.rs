@@ -22,7 +22,7 @@ use crate::framing::{Scanner, Skipped, Span};
 use crate::py::codec::{columns_out, owned_columns_out, requests, schema, PyColumn};
 use crate::py::records::{skipped_regions, PyRecordScanner, SkippedRegion};
 use crate::py::shared::lock_shared;
-use crate::window::Mapping;
+use crate::window::{Mapping, RELEASE_STEP};
 
 /// One parsed batch, owning its values; `records` is 0 at the end of the
 /// file (or of the limit), where `skipped` holds the damage found last.
@@ -30,6 +30,8 @@ struct Batch {
     records: usize,
     columns: Vec<OwnedColumn>,
     skipped: Vec<Skipped>,
+    /// Where its records end in a mapped file (0 for a stream's batch).
+    end: u64,
 }
 
 /// A batch as Python gets it: `payload` is the bytes of its records.
@@ -61,6 +63,19 @@ struct Framed {
     /// here), so that the next batch can be framed, and decompressed, while
     /// this one is parsed.
     copied: Option<Vec<u8>>,
+}
+
+impl Framed {
+    /// The payload bytes of its records.
+    fn payload(&self) -> usize {
+        self.spans.iter().map(|s| s.len).sum()
+    }
+
+    /// It holds all the records (or bytes) that `size` lets a batch hold:
+    /// more may follow it.
+    fn is_full(&self, size: BatchSize) -> bool {
+        self.spans.len() >= size.records || self.payload() >= size.bytes
+    }
 }
 
 /// The most payload bytes of a stream's batch copied out to be parsed while
@@ -167,10 +182,9 @@ impl Reader {
         frame(&mut self.scanner, &mut self.left, self.size, spare, false)
     }
 
-    /// The next batch made on the caller's thread, straight into Python
+    /// The batch `framed` made on the caller's thread, straight into Python
     /// objects: byte strings become `bytes` without being flattened first.
-    fn next_for_python(&mut self, py: Python<'_>, flat: bool) -> Result<Handed> {
-        let framed = py.detach(|| self.frame())?;
+    fn made_for_python(&mut self, py: Python<'_>, framed: Framed, flat: bool) -> Result<Handed> {
         let scanner = &self.scanner;
         let records: Vec<&[u8]> = framed.spans.iter().map(|&s| scanner.payload(s)).collect();
         let (requests, schema) = (&self.requests, self.schema);
@@ -182,7 +196,7 @@ impl Reader {
         self.scanner.check_source()?;
         let handed = Handed {
             records: framed.spans.len(),
-            payload: framed.spans.iter().map(|s| s.len).sum(),
+            payload: framed.payload(),
             columns,
             skipped: framed.skipped,
         };
@@ -222,6 +236,8 @@ struct Framing {
     size: BatchSize,
     /// The index of the batch framed next.
     next: u64,
+    /// A batch framed before the threads started, to be parsed first.
+    first: Option<Framed>,
     /// The end or an error was reached (or Python stopped taking batches):
     /// no thread frames another batch.
     finished: bool,
@@ -322,9 +338,14 @@ impl Shared {
             scanner,
             left,
             size,
+            first,
             ..
         } = &mut *framing;
-        let framed = match frame(scanner, left, *size, Vec::new(), true) {
+        let framed = match first.take() {
+            Some(first) => Ok(first),
+            None => frame(scanner, left, *size, Vec::new(), true),
+        };
+        let framed = match framed {
             Ok(framed) if !framed.spans.is_empty() => framed,
             ended => {
                 framing.finished = true;
@@ -332,6 +353,7 @@ impl Shared {
                     records: 0,
                     columns: Vec::new(),
                     skipped: framed.skipped,
+                    end: 0,
                 });
             }
         };
@@ -365,10 +387,15 @@ impl Shared {
                 parse_examples_parallel(&records, requests, schema, owned_columns)
             }
         };
+        let end = match (&framed.copied, framed.spans.last()) {
+            (None, Some(last)) if self.mapping.is_some() => last.pos + last.len as u64,
+            _ => 0,
+        };
         columns.map_err(failed).map(|columns| Batch {
             records: framed.spans.len(),
             columns,
             skipped: framed.skipped,
+            end,
         })
     }
 }
@@ -407,19 +434,23 @@ const AHEAD_BYTES: usize = 16 << 20;
 struct Ahead {
     /// The index of the batch Python takes next.
     next: u64,
+    /// Where the pages of a mapped file were dropped up to.
+    released: u64,
     threads: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
 impl Ahead {
     /// Takes `reader` over, on every thread recordkit may use, for batches
-    /// of about `payload` bytes. With `in_mapping` (a mapped file only), the
+    /// of about `payload` bytes, starting with `first` where the caller
+    /// framed one (of a mapped file) and left it to be parsed. With
+    /// `in_mapping` (a mapped file only), the
     /// threads leave byte strings where they are, for Python to copy once,
     /// straight into its `bytes` objects: a copy into one buffer on the way
     /// costs more than the overlap gains for large values, and for small ones
     /// it was a tenth of the threads' work (the tutorial's records, two
     /// threads: 94 ms of CPU per 1 M records against 99 ms with the copy).
-    fn start(reader: Box<Reader>, payload: usize, in_mapping: bool) -> Self {
+    fn start(reader: Box<Reader>, payload: usize, in_mapping: bool, first: Option<Framed>) -> Self {
         let cores = crate::threads::available().max(1);
         // Batches made at once, Python's own included.
         let makers = (AHEAD_BYTES / payload.max(1)).clamp(1, cores);
@@ -434,13 +465,18 @@ impl Ahead {
             _ => (makers - 1, makers as u64 + 1),
         };
         let Reader {
-            scanner,
+            mut scanner,
             requests,
             schema,
             size,
             left,
             ..
         } = *reader;
+        // A mapped file's pages are dropped behind the batches Python took
+        // (see `Ahead::handed`), not behind those framed, which are still read.
+        let first_pos = first.as_ref().and_then(|f| f.spans.first()).map(|s| s.pos);
+        let released = first_pos.unwrap_or_else(|| scanner.position());
+        scanner.keep_from(released);
         let shared = Arc::new(Shared {
             requests,
             schema,
@@ -452,6 +488,7 @@ impl Ahead {
                 left,
                 size,
                 next: 0,
+                first,
                 finished: false,
             }),
             room: Mutex::new(Room {
@@ -478,6 +515,7 @@ impl Ahead {
             .collect();
         Ahead {
             next: 0,
+            released,
             threads,
             shared,
         }
@@ -486,22 +524,38 @@ impl Ahead {
     /// A batch made ahead, as Python gets it: where its byte strings were
     /// left in the mapping, they are copied out here, and since the thread
     /// that parsed them checked the file, it is checked again after the copy.
-    fn hand(&self, py: Python<'_>, batch: Batch, flat: bool) -> Result<Handed> {
+    fn hand(&mut self, py: Python<'_>, batch: Batch, flat: bool) -> Result<Handed> {
         let mapping = self
             .shared
             .mapping
             .as_deref()
             .filter(|_| self.shared.in_mapping);
+        let end = batch.end;
         let columns = owned_columns_out(py, batch.columns, flat, mapping.map(|m| &**m));
         if mapping.is_some() {
             self.shared.check_mapping()?;
         }
+        self.handed(end);
         Ok(Handed {
             records: batch.records,
             payload: 0, // not needed: reading ahead is decided
             columns,
             skipped: batch.skipped,
         })
+    }
+
+    /// Python is done with the records up to `end` of a mapped file: their
+    /// pages are dropped, in steps (as the scanner drops them when no thread
+    /// reads ahead). Dropped behind the batches framed instead, they were
+    /// still being parsed and copied from, and faulted in again: two threads
+    /// took 500 more page faults per 1 M tutorial records than one.
+    fn handed(&mut self, end: u64) {
+        if let Some(mapping) = &self.shared.mapping {
+            if end >= self.released + RELEASE_STEP {
+                mapping.release(self.released, end);
+                self.released = end;
+            }
+        }
     }
 
     /// The next batch: made by a thread reading ahead, or, while none is
@@ -579,10 +633,10 @@ impl PyExampleBatches {
     /// `batch_size` records at a time (fewer where their payloads reach
     /// `max_bytes`, and at least one) and at most `limit` in all; byte
     /// strings as `(offsets, data)` arrays with `flat_bytes`, else as object
-    /// arrays. After the first batch, threads read ahead unless
-    /// recordkit is limited to one thread, the source is a Python file
-    /// object, or the records are large, become `bytes` objects and come
-    /// from a stream rather than a mapped file.
+    /// arrays. Threads read ahead, from the first full batch of a mapped
+    /// file and after the first batch of a stream, unless recordkit is
+    /// limited to one thread, the source is a Python file object, or the
+    /// records are large, become `bytes` objects and come from a stream.
     #[new]
     #[pyo3(signature = (scanner, requests, *, batch_size, max_bytes = None, limit = None, flat_bytes = false, schema = "tensorflow"))]
     #[allow(clippy::too_many_arguments)]
@@ -624,9 +678,36 @@ impl PyExampleBatches {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<(usize, Vec<PyColumn>)>> {
         crate::py::errors::guard(|| {
             let mut state = lock_shared(py, &self.state);
+            // The batch framed on this thread, where it is also parsed here.
+            let mut framed_here = None;
+            if let State::Inline(reader) = &mut *state {
+                let framed = match py.detach(|| reader.frame()) {
+                    Ok(framed) => framed,
+                    Err(err) => {
+                        *state = State::Done;
+                        return Err(err.into());
+                    }
+                };
+                // A mapped file's batches are read ahead from the first on: the
+                // threads start now, and the first batch is parsed beside the
+                // second rather than alone before them.
+                let mapped = reader.scanner.mapping().is_some();
+                if self.may_read_ahead && mapped && framed.is_full(reader.size) {
+                    if let State::Inline(reader) = std::mem::replace(&mut *state, State::Done) {
+                        let (payload, in_mapping) = (framed.payload(), !self.flat_bytes);
+                        let ahead = Ahead::start(reader, payload, in_mapping, Some(framed));
+                        *state = State::Ahead(ahead);
+                    }
+                } else {
+                    framed_here = Some(framed);
+                }
+            }
             let made = match &mut *state {
                 State::Done => return Ok(None),
-                State::Inline(reader) => reader.next_for_python(py, self.flat_bytes),
+                State::Inline(reader) => {
+                    let framed = framed_here.expect("framed above");
+                    reader.made_for_python(py, framed, self.flat_bytes)
+                }
                 State::Ahead(ahead) => match py.detach(|| ahead.next()) {
                     Ok(made) => made.and_then(|batch| ahead.hand(py, batch, self.flat_bytes)),
                     Err(panic) => {
@@ -641,13 +722,14 @@ impl PyExampleBatches {
                 *state = State::Done;
                 return Ok(None);
             }
-            // Decided once, on the first batch, which is made here.
+            // A stream's batches are read ahead after one made here shows
+            // whether its values are small enough.
             if let State::Inline(reader) = &*state {
                 let small = handed.payload / handed.records < OBJECTS_INLINE_FROM;
-                let in_mapping = !self.flat_bytes && reader.scanner.mapping().is_some();
-                if self.may_read_ahead && (self.flat_bytes || small || in_mapping) {
+                let stream = reader.scanner.mapping().is_none();
+                if self.may_read_ahead && stream && (self.flat_bytes || small) {
                     if let State::Inline(reader) = std::mem::replace(&mut *state, State::Done) {
-                        *state = State::Ahead(Ahead::start(reader, handed.payload, in_mapping));
+                        *state = State::Ahead(Ahead::start(reader, handed.payload, false, None));
                     }
                 }
             }
@@ -712,36 +794,39 @@ mod timing {
                         .unwrap();
                 let mut reader =
                     Reader::new(scanner, requests.clone(), Schema::TensorFlow, size, None);
-                // As `__next__` makes them: the first batch (every batch with one
-                // thread) on the caller's thread, the rest by threads reading ahead.
+                // As `__next__` makes them: every batch on the caller's thread with
+                // one thread; with more, the first framed there and every batch
+                // parsed by whichever thread takes it.
                 let mut read = 0;
-                let mut payload;
-                loop {
-                    let framed = reader.frame().unwrap();
-                    payload = framed.spans.iter().map(|s| s.len).sum();
-                    let scanner = &reader.scanner;
-                    let records: Vec<&[u8]> =
-                        framed.spans.iter().map(|&s| scanner.payload(s)).collect();
-                    let columns = parse_examples_parallel(
-                        &records,
-                        &reader.requests,
-                        reader.schema,
-                        owned_columns,
-                    );
-                    read += records.len();
-                    std::hint::black_box(columns.unwrap());
-                    if threads > 1 || records.is_empty() {
-                        break;
+                if threads == 1 {
+                    loop {
+                        let framed = reader.frame().unwrap();
+                        let scanner = &reader.scanner;
+                        let records: Vec<&[u8]> =
+                            framed.spans.iter().map(|&s| scanner.payload(s)).collect();
+                        let columns = parse_examples_parallel(
+                            &records,
+                            &reader.requests,
+                            reader.schema,
+                            owned_columns,
+                        );
+                        read += records.len();
+                        std::hint::black_box(columns.unwrap());
+                        if records.is_empty() {
+                            break;
+                        }
                     }
-                }
-                if threads > 1 {
-                    let mut ahead = Ahead::start(Box::new(reader), payload, false);
+                } else {
+                    let first = reader.frame().unwrap();
+                    let payload = first.payload();
+                    let mut ahead = Ahead::start(Box::new(reader), payload, false, Some(first));
                     loop {
                         let batch = ahead.next().unwrap().unwrap();
                         if batch.records == 0 {
                             break;
                         }
                         read += batch.records;
+                        ahead.handed(batch.end);
                         std::hint::black_box(batch);
                     }
                     ahead.close();
@@ -812,6 +897,14 @@ mod tests {
         (reader, offsets)
     }
 
+    /// Threads reading ahead in batches of 7 records, from the first batch
+    /// framed here (as `__next__` starts them on a mapped file) or not.
+    fn ahead_of(reader: Reader, first_framed_here: bool) -> Ahead {
+        let mut reader = Box::new(reader);
+        let first = first_framed_here.then(|| reader.frame().unwrap());
+        Ahead::start(reader, 70, false, first)
+    }
+
     /// How many records `ahead` hands over, checked to be the ids from 0
     /// on in order, until the end or an error (returned).
     fn ids_until_end(ahead: &mut Ahead) -> (i64, Option<Error>) {
@@ -839,7 +932,7 @@ mod tests {
         // Small batches: room for every thread to read ahead, and more
         // batches than that, so that they wait for Python to take one.
         let (reader, _) = reader_of_ids(5000, 10, None);
-        let mut ahead = Ahead::start(Box::new(reader), 100, false);
+        let mut ahead = Ahead::start(Box::new(reader), 100, false, None);
         assert_eq!(ahead.next().unwrap().unwrap().records, 10);
         let shared = Arc::downgrade(&ahead.shared);
         drop(ahead);
@@ -857,9 +950,9 @@ mod tests {
     #[test]
     fn batches_come_in_order_whoever_makes_them() {
         // Which thread makes which batch changes from run to run.
-        for _ in 0..10 {
+        for run in 0..10 {
             let (reader, _) = reader_of_ids(20_000, 7, None);
-            let mut ahead = Ahead::start(Box::new(reader), 70, false);
+            let mut ahead = ahead_of(reader, run % 2 == 0);
             let (read, error) = ids_until_end(&mut ahead);
             assert_eq!((read, error.map(|e| e.to_string())), (20_000, None));
             ahead.close();
@@ -869,11 +962,12 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn damage_found_ahead_comes_after_every_record_before_it() {
-        // Whichever thread frames the damaged batch, Python's or another.
-        for damaged in [12_345, 12_341, 7, 19_999] {
-            for _ in 0..5 {
+        // Whichever thread frames the damaged batch, Python's or another,
+        // and in the first batch, framed before the threads start.
+        for damaged in [12_345, 12_341, 7, 19_999, 3] {
+            for run in 0..6 {
                 let (reader, offsets) = reader_of_ids(20_000, 7, Some(damaged));
-                let mut ahead = Ahead::start(Box::new(reader), 70, false);
+                let mut ahead = ahead_of(reader, run % 2 == 0);
                 let (read, error) = ids_until_end(&mut ahead);
                 assert_eq!(read, damaged);
                 let Some(Error::DataLoss(loss)) = error else {
