@@ -170,7 +170,7 @@ fn copy_serial(values: &[&[u8]], data: &mut [u8]) {
 /// is mostly short values (1 M of the tutorial's words flattened in 5.3 ms
 /// instead of 7.0, perf samples of `read_table` on one thread).
 #[inline(always)]
-fn copy_short(dst: &mut [u8], src: &[u8]) {
+pub fn copy_short(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
     if n > 16 {
         dst.copy_from_slice(src);

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 
 use crate::columns::{
     columns_in_mapping, owned_columns, parse_examples_on, parse_examples_parallel, OwnedColumn,
-    ParseFailure, Request,
+    ParseFailure, Request, Strings,
 };
 use crate::error::{Error, Result};
 use crate::example::Schema;
@@ -188,8 +188,12 @@ impl Reader {
         let scanner = &self.scanner;
         let records: Vec<&[u8]> = framed.spans.iter().map(|&s| scanner.payload(s)).collect();
         let (requests, schema) = (&self.requests, self.schema);
+        let strings = match flat {
+            true => Strings::flat_for(&records),
+            false => Strings::Slices,
+        };
         let columns = py
-            .detach(|| parse_examples_parallel(&records, requests, schema, |c| c))
+            .detach(|| parse_examples_parallel(&records, requests, schema, strings, |c| c))
             .map_err(|failure| Error::Parse(failure.shifted(framed.first as usize)))?;
         let columns = columns_out(py, columns, flat);
         // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
@@ -371,9 +375,11 @@ impl Shared {
                 let records = records_in(held, &framed.spans);
                 let columns = if self.in_mapping && framed.copied.is_none() {
                     let in_mapping = |columns| columns_in_mapping(columns, held);
-                    parse_examples_on(self.split, &records, requests, schema, in_mapping)
+                    let slices = Strings::Slices;
+                    parse_examples_on(self.split, &records, requests, schema, slices, in_mapping)
                 } else {
-                    parse_examples_on(self.split, &records, requests, schema, owned_columns)
+                    let flat = Strings::flat_for(&records);
+                    parse_examples_on(self.split, &records, requests, schema, flat, owned_columns)
                 };
                 self.check_mapping()?;
                 columns
@@ -384,7 +390,8 @@ impl Shared {
                 let scanner = &framing.scanner;
                 let records: Vec<&[u8]> =
                     framed.spans.iter().map(|&s| scanner.payload(s)).collect();
-                parse_examples_parallel(&records, requests, schema, owned_columns)
+                let flat = Strings::flat_for(&records);
+                parse_examples_parallel(&records, requests, schema, flat, owned_columns)
             }
         };
         let end = match (&framed.copied, framed.spans.last()) {
@@ -808,6 +815,7 @@ mod timing {
                             &records,
                             &reader.requests,
                             reader.schema,
+                            Strings::flat_for(&records),
                             owned_columns,
                         );
                         read += records.len();

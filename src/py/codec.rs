@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{
     owned_columns, parse_examples_parallel, parse_sequence_examples, Buffer, Column, Counts, DType,
-    FlatBytes, KeptCounts, OwnedColumn, OwnedValues, Request, SequenceColumn,
+    FlatBytes, KeptCounts, OwnedColumn, OwnedValues, Request, SequenceColumn, Strings,
 };
 use crate::error::Error;
 use crate::example::{
@@ -228,6 +228,7 @@ fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
         Buffer::Bytes(v) => large_bytes_array(py, &v)
             .unwrap_or_else(|| bytes_array(py, v.iter().copied()))
             .unbind(),
+        Buffer::Flat(v) => flat_objects(py, &v.finish()).unbind(),
         Buffer::Float64(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Int32(v) => v.into_pyarray(py).into_any().unbind(),
     }
@@ -409,8 +410,10 @@ pub fn parse_example_columns(
         let requests = self::requests(requests)?;
         let schema = self::schema(schema)?;
         if flat_bytes {
-            let columns =
-                py.detach(|| parse_examples_parallel(&slices, &requests, schema, owned_columns));
+            let columns = py.detach(|| {
+                let flat = Strings::flat_for(&slices);
+                parse_examples_parallel(&slices, &requests, schema, flat, owned_columns)
+            });
             Ok(owned_columns_out(
                 py,
                 columns.map_err(Error::from)?,
@@ -418,7 +421,9 @@ pub fn parse_example_columns(
                 None,
             ))
         } else {
-            let columns = py.detach(|| parse_examples_parallel(&slices, &requests, schema, |c| c));
+            let columns = py.detach(|| {
+                parse_examples_parallel(&slices, &requests, schema, Strings::Slices, |c| c)
+            });
             Ok(columns_to_py(py, columns.map_err(Error::from)?))
         }
     })
