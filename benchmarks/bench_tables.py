@@ -51,10 +51,9 @@ def tf_to_pandas(tf, path, tf_spec, threads: int | None):
 
 
 def rk_strings_as_objects(path, spec) -> int:
-    n = 0
-    for batch in rk.read_examples(path, spec, batch_size=65536):
-        n += 1
-    return n
+    """Reads `path` through `read_examples` (string features become object arrays
+    of `bytes`); returns the number of batches."""
+    return sum(1 for _ in rk.read_examples(path, spec, batch_size=65536))
 
 
 def string_column(path, key: str, rounds: int) -> dict[str, float]:
@@ -100,11 +99,12 @@ def main() -> None:
     distinct = fresh_file(DATA / f"distinct-strings-{args.records}.tfrecord",
                           {"name": np.char.mod(b"images/%08d.jpg", np.arange(args.records)),
                            "label": np.arange(args.records)})
-    print("\n2. the string column: large_binary against an object array of bytes (medians of 11 rounds)")
+    rounds = max(args.repeats, 11)
+    print(f"\n2. the string column: large_binary against an object array of bytes (medians of {rounds} rounds)")
     for title, file, key in (("the tutorial's feature2 (five words)", path, "feature2"),
                              (f"{args.records:,} distinct values", distinct, "name")):
         warm(file)
-        t = string_column(file, key, max(args.repeats, 11))
+        t = string_column(file, key, rounds)
         table, objects = t["table"] - t["table, no values"], t["objects"] - t["objects, no values"]
         print(f"   {title}: the column {1e3 * table:.1f} ms against {1e3 * objects:.1f} ms: "
               f"{objects / table:.1f} x (target >= 2 x); the whole read {t['table']:.3f} s against "
