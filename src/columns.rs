@@ -414,31 +414,94 @@ pub fn owned_columns(columns: Vec<Column<'_>>) -> Vec<OwnedColumn> {
 }
 
 /// Columns parsed from `mapping` (a mapped file, which outlives them), their
-/// byte strings left there as `(offset, length)` pairs rather than copied.
+/// byte strings left there as `(offset, length)` pairs rather than copied,
+/// and those that repeat found (see [`crate::interned`]).
 pub fn columns_in_mapping(columns: Vec<Column<'_>>, mapping: &[u8]) -> Vec<OwnedColumn> {
-    let base = mapping.as_ptr() as usize;
     columns
         .into_iter()
         .map(|column| match column.values {
             Buffer::Bytes(values) => OwnedColumn {
-                values: OwnedValues::InMapping(
-                    values
-                        .iter()
-                        .map(|v| {
-                            let at = (v.as_ptr() as usize).wrapping_sub(base);
-                            debug_assert!(
-                                at <= mapping.len() - v.len(),
-                                "a value outside its mapping"
-                            );
-                            (at, v.len())
-                        })
-                        .collect(),
-                ),
+                values: OwnedValues::InMapping(InMapping::new(&values, mapping)),
                 counts: column.counts,
             },
             _ => column.owned(),
         })
         .collect()
+}
+
+/// Byte strings left in a mapped file: the `(offset, length)` of each value,
+/// or, with `codes`, of each distinct value, `codes` naming each value's.
+#[derive(Debug, PartialEq)]
+pub struct InMapping {
+    pub spans: Vec<(usize, usize)>,
+    pub codes: Option<Vec<u32>>,
+}
+
+impl InMapping {
+    /// `values`, slices of `mapping`.
+    fn new(values: &[&[u8]], mapping: &[u8]) -> Self {
+        let base = mapping.as_ptr() as usize;
+        let span = |v: &[u8]| {
+            let at = (v.as_ptr() as usize).wrapping_sub(base);
+            debug_assert!(at <= mapping.len() - v.len(), "a value outside its mapping");
+            (at, v.len())
+        };
+        match crate::interned::intern(values, mapping) {
+            Some(interned) => InMapping {
+                spans: interned
+                    .firsts
+                    .iter()
+                    .map(|&i| span(values[i as usize]))
+                    .collect(),
+                codes: Some(interned.codes),
+            },
+            None => InMapping {
+                spans: values.iter().map(|v| span(v)).collect(),
+                codes: None,
+            },
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.codes.as_ref().map_or(self.spans.len(), Vec::len)
+    }
+
+    /// The span of every value, in order.
+    pub fn per_value(self) -> Vec<(usize, usize)> {
+        match self.codes {
+            Some(codes) => codes.iter().map(|&c| self.spans[c as usize]).collect(),
+            None => self.spans,
+        }
+    }
+
+    /// Appends the values of `later` (a batch's later run): its codes name
+    /// its own spans, which follow these.
+    fn append(&mut self, later: InMapping) {
+        let shift = self.spans.len();
+        let fits = shift + later.spans.len() <= u32::MAX as usize;
+        match (&mut self.codes, later.codes) {
+            (Some(codes), Some(more)) if fits => {
+                codes.extend(more.iter().map(|&c| c + shift as u32));
+                self.spans.extend(later.spans);
+            }
+            (_, more) => {
+                let this = std::mem::replace(
+                    self,
+                    InMapping {
+                        spans: Vec::new(),
+                        codes: None,
+                    },
+                );
+                let later = InMapping {
+                    spans: later.spans,
+                    codes: more,
+                };
+                let mut spans = this.per_value();
+                spans.extend(later.per_value());
+                self.spans = spans;
+            }
+        }
+    }
 }
 
 /// Byte strings as Arrow lays them out: one data buffer and `n + 1` offsets
@@ -554,8 +617,8 @@ pub enum OwnedValues {
     /// Never `Buffer::Bytes`.
     Numbers(Buffer<'static>),
     Bytes(FlatBytes),
-    /// `(offset, length)` of each value in the mapping (see [`columns_in_mapping`]).
-    InMapping(Vec<(usize, usize)>),
+    /// Left in the mapping (see [`columns_in_mapping`]).
+    InMapping(InMapping),
 }
 
 impl OwnedValues {
@@ -571,7 +634,8 @@ impl OwnedValues {
                 flat.offsets.reserve(values);
                 flat.data.reserve(bytes);
             }
-            OwnedValues::InMapping(spans) => spans.reserve(later.map(OwnedValues::len).sum()),
+            // Reserved as joined: the form of the whole depends on every run's.
+            OwnedValues::InMapping(_) => {}
         }
     }
 
@@ -579,7 +643,7 @@ impl OwnedValues {
         match (self, later) {
             (OwnedValues::Numbers(a), OwnedValues::Numbers(b)) => a.extend(b),
             (OwnedValues::Bytes(a), OwnedValues::Bytes(b)) => a.append(b),
-            (OwnedValues::InMapping(a), OwnedValues::InMapping(b)) => a.extend(b),
+            (OwnedValues::InMapping(a), OwnedValues::InMapping(b)) => a.append(b),
             _ => unreachable!("columns of one request share a type and a form"),
         }
     }
@@ -588,7 +652,7 @@ impl OwnedValues {
         match self {
             OwnedValues::Numbers(numbers) => numbers.len(),
             OwnedValues::Bytes(flat) => flat.offsets.len() - 1,
-            OwnedValues::InMapping(spans) => spans.len(),
+            OwnedValues::InMapping(in_mapping) => in_mapping.len(),
         }
     }
 }
@@ -1268,51 +1332,70 @@ pub(crate) mod tests {
     #[test]
     fn values_left_in_the_mapping_are_the_values_parsed() {
         // Records end to end in one buffer, as in a mapped file; parsed on three
-        // threads, so that the runs' offsets are joined as well.
-        let records: Vec<Vec<u8>> = (0..30_000i64)
-            .map(|i| match i % 4 {
-                0 => example(&[(b"x", Some(Values::Int64(&[i])))]),
-                1 => example(&[(b"s", Some(Values::Bytes(&[b"v", b""])))]),
-                2 => example(&[(b"s", Some(Values::Bytes(&[&i.to_le_bytes()])))]),
-                _ => example(&[]),
-            })
-            .collect();
-        let file: Vec<u8> = records.concat();
-        let mut at = 0;
-        let slices: Vec<&[u8]> = records
-            .iter()
-            .map(|r| {
-                at += r.len();
-                &file[at - r.len()..at]
-            })
-            .collect();
-        let requests = [request("x", DType::Int64), request("s", DType::Bytes)];
-        let expected =
-            parse_examples(&slices, &requests, Schema::TensorFlow, Strings::Slices).unwrap();
-        let left = parse_examples_on(
-            3,
-            &slices,
-            &requests,
-            Schema::TensorFlow,
-            Strings::Slices,
-            |c| columns_in_mapping(c, &file),
-        )
-        .unwrap();
-        let Buffer::Bytes(values) = &expected[1].values else {
-            panic!("a bytes column")
-        };
-        let OwnedValues::InMapping(spans) = &left[1].values else {
-            panic!("bytes left in the mapping")
-        };
-        let found: Vec<&[u8]> = spans.iter().map(|&(at, n)| &file[at..at + n]).collect();
-        assert_eq!(&found, values);
-        // The very bytes, not a copy of them.
-        assert!(spans
-            .iter()
-            .zip(values)
-            .all(|(&(at, _), v)| file.as_ptr().wrapping_add(at) == v.as_ptr()));
-        assert_eq!(left[1].counts, expected[1].counts);
-        assert_eq!(left[0], expected.into_iter().next().unwrap().owned());
+        // threads, so that the runs' offsets are joined as well. Values all
+        // different (left where they are), repeating (found and shared), and
+        // the two in turn (runs of both forms, joined).
+        // Values differ in records below `below` and repeat after it; whether
+        // the column is then interned whole.
+        for (below, interned) in [(30_000, false), (0, true), (12_000, false)] {
+            let distinct = |i: i64| i < below;
+            let records: Vec<Vec<u8>> = (0..30_000i64)
+                .map(|i| {
+                    let value = if distinct(i) { i } else { i % 7 }.to_le_bytes();
+                    match i % 4 {
+                        0 => example(&[(b"x", Some(Values::Int64(&[i])))]),
+                        1 => example(&[(b"s", Some(Values::Bytes(&[b"v", b""])))]),
+                        2 => example(&[(b"s", Some(Values::Bytes(&[&value, &value[..3]])))]),
+                        _ => example(&[]),
+                    }
+                })
+                .collect();
+            let file: Vec<u8> = records.concat();
+            let mut at = 0;
+            let slices: Vec<&[u8]> = records
+                .iter()
+                .map(|r| {
+                    at += r.len();
+                    &file[at - r.len()..at]
+                })
+                .collect();
+            let requests = [request("x", DType::Int64), request("s", DType::Bytes)];
+            let expected =
+                parse_examples(&slices, &requests, Schema::TensorFlow, Strings::Slices).unwrap();
+            let mut left = parse_examples_on(
+                3,
+                &slices,
+                &requests,
+                Schema::TensorFlow,
+                Strings::Slices,
+                |c| columns_in_mapping(c, &file),
+            )
+            .unwrap();
+            let Buffer::Bytes(values) = &expected[1].values else {
+                panic!("a bytes column")
+            };
+            let in_mapping = std::mem::replace(
+                &mut left[1].values,
+                OwnedValues::Numbers(Buffer::Int64(vec![])),
+            );
+            let OwnedValues::InMapping(in_mapping) = in_mapping else {
+                panic!("bytes left in the mapping")
+            };
+            assert_eq!(in_mapping.codes.is_some(), interned);
+            let spans = in_mapping.per_value();
+            let found: Vec<&[u8]> = spans.iter().map(|&(at, n)| &file[at..at + n]).collect();
+            assert_eq!(&found, values);
+            // The very bytes, not a copy of them (where none are shared).
+            assert!(
+                !distinct(29_999)
+                    || spans
+                        .iter()
+                        .zip(values)
+                        .all(|(&(at, _), v)| file.as_ptr().wrapping_add(at) == v.as_ptr())
+            );
+            assert_eq!(left[1].counts, expected[1].counts);
+            assert_eq!(left[0], expected.into_iter().next().unwrap().owned());
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod crc;
 pub mod error;
 pub mod example;
 pub mod framing;
+pub mod interned;
 pub mod map_guard;
 mod py;
 pub mod reserve;

@@ -23,6 +23,15 @@ def default_threads() -> Iterator[None]:
     rk.set_num_threads(None)
 
 
+# Short labels that repeat, as class names do (each batch's equal ones become one
+# bytes object), beside longer ones, which are never shared.
+LABELS = [b"", b"cat", b"horse", b"chicken", b"sixteen-letters!", b"seventeen letters", b"a" * 40]
+
+
+def label(i: int) -> bytes:
+    return LABELS[i * 2654435761 % 97 % len(LABELS)]
+
+
 @pytest.fixture(scope="module")
 def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """100 000 Examples, enough for 7 threads of 4096 records and more per batch."""
@@ -35,6 +44,7 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "name": np.array([b"n%x" % v for v in rng.integers(0, 1 << 40, n)], dtype=object),
         "score": rng.random(n).astype(np.float32),
         "tags": [rng.integers(-9, 9, k).tolist() for k in lengths],
+        "label": np.array([label(i) for i in range(n)], dtype=object),
     })
     return path
 
@@ -58,7 +68,8 @@ def test_the_environment_sets_the_default() -> None:
 
 def test_results_are_identical_for_every_thread_count(many: Path, tmp_path: Path) -> None:
     spec = {"id": rk.FixedLenFeature([], "int64"), "name": rk.FixedLenFeature([], "string"),
-            "score": rk.FixedLenFeature([], "float32"), "tags": rk.VarLenFeature("int64")}
+            "score": rk.FixedLenFeature([], "float32"), "tags": rk.VarLenFeature("int64"),
+            "label": rk.FixedLenFeature([], "string")}
     records = list(rk.TFRecordReader(many))
     outputs = []
     for count in COUNTS:
@@ -68,17 +79,18 @@ def test_results_are_identical_for_every_thread_count(many: Path, tmp_path: Path
         columns = next(iter(rk.read_examples(many, spec, batch_size=100_000)))
         # Batches after the first are read ahead: parsed in runs on every core, joined on this thread.
         batches = list(rk.read_examples(many, spec, batch_size=30_000))
-        ahead = {key: np.concatenate([b[key] for b in batches]) for key in ("id", "name", "score")}
+        ahead = {key: np.concatenate([b[key] for b in batches]) for key in ("id", "name", "score", "label")}
         written = tmp_path / f"written-{count}.tfrecord"
         rk.write_examples(written, table)
         outputs.append((table, parsed, columns, written.read_bytes(), ahead))
     first = outputs[0]
     assert first[0].column("id").to_pylist() == list(range(len(records)))  # in order
-    for key in ("id", "name", "score"):
+    assert first[2]["label"].tolist() == [label(i) for i in range(len(records))]
+    for key in ("id", "name", "score", "label"):
         np.testing.assert_array_equal(first[4][key], first[2][key])
     for table, parsed, columns, written, ahead in outputs[1:]:
         assert table.equals(first[0])
-        for key in ("id", "name", "score"):
+        for key in ("id", "name", "score", "label"):
             np.testing.assert_array_equal(parsed[key], first[1][key])
             np.testing.assert_array_equal(columns[key], first[2][key])
             np.testing.assert_array_equal(ahead[key], first[2][key])
@@ -153,7 +165,7 @@ def test_one_thread_per_dataloader_worker_unless_chosen(many: Path) -> None:
 
 
 SPEC = {"id": rk.FixedLenFeature([], "int64"), "name": rk.FixedLenFeature([], "string"),
-        "tags": rk.VarLenFeature("int64")}
+        "tags": rk.VarLenFeature("int64"), "label": rk.FixedLenFeature([], "string")}
 
 
 def _batches(source: object, count: int, batch_size: int) -> list[dict[str, np.ndarray]]:
@@ -183,10 +195,17 @@ def test_reading_ahead_gives_the_same_batches(many: Path, tmp_path: Path, source
         assert [len(b["id"]) for b in runs[0]] == [batch_size] * (100_000 // batch_size) + (
             [100_000 % batch_size] if 100_000 % batch_size else [])
         assert np.concatenate([b["id"] for b in runs[0]]).tolist() == list(range(100_000))
+        for run in runs:
+            assert np.concatenate([b["label"] for b in run]).tolist() == [label(i) for i in range(100_000)]
+            # Equal short labels of a batch are one object; longer ones each their own.
+            for batch in run:
+                for value in LABELS:
+                    objects = {id(v) for v in batch["label"] if v == value}
+                    assert len(objects) == (1 if len(value) <= 16 else batch["label"].tolist().count(value))
         for run in runs[1:]:
             assert len(run) == len(runs[0])
             for batch, first in zip(run, runs[0]):
-                for key in ("id", "name"):
+                for key in ("id", "name", "label"):
                     np.testing.assert_array_equal(batch[key], first[key])
                 np.testing.assert_array_equal(batch["tags"].values, first["tags"].values)
                 np.testing.assert_array_equal(batch["tags"].indices, first["tags"].indices)

@@ -195,7 +195,18 @@ impl Reader {
         let columns = py
             .detach(|| parse_examples_parallel(&records, requests, schema, strings, |c| c))
             .map_err(|failure| Error::Parse(failure.shifted(framed.first as usize)))?;
-        let columns = columns_out(py, columns, flat);
+        // The batch's stretch of the file or window, which its values are slices of.
+        let within = match (framed.spans.first(), framed.spans.last()) {
+            (Some(first), Some(last)) => {
+                let len = (last.pos - first.pos) as usize + last.len;
+                scanner.payload(Span {
+                    pos: first.pos,
+                    len,
+                })
+            }
+            _ => &[],
+        };
+        let columns = columns_out(py, columns, flat, within);
         // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
         self.scanner.check_source()?;
         let handed = Handed {

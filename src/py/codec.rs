@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{
     owned_columns, parse_examples_parallel, parse_sequence_examples, Buffer, Column, Counts, DType,
-    FlatBytes, KeptCounts, OwnedColumn, OwnedValues, Request, SequenceColumn, Strings,
+    FlatBytes, InMapping, KeptCounts, OwnedColumn, OwnedValues, Request, SequenceColumn, Strings,
 };
 use crate::error::Error;
 use crate::example::{
@@ -15,6 +15,7 @@ use crate::example::{
     put_example, put_feature_map, put_sequence_example, Feature, Kind, OffsetBytes, Schema, Steps,
     Values,
 };
+use crate::interned::{intern, Interned};
 use crate::py::files::Payload;
 use crate::survey::survey;
 use crate::wire::Malformed;
@@ -74,90 +75,57 @@ fn malformed(m: Malformed) -> PyErr {
     .into()
 }
 
-/// An object array of `bytes`. Short values that repeat (class names, labels,
-/// enum-like strings: the common case for short strings in a column) share one
-/// `bytes` object, found in a small direct-mapped cache: an allocation and a
-/// later free are several times the cost of the lookup, and `bytes` are
-/// immutable, so sharing is invisible but for `is`.
-fn bytes_array<'py, 'a>(
+/// An object array of `bytes`, one per value. Values that repeat (class
+/// names, labels, enum-like strings: the common case for short strings in a
+/// column) share one `bytes` object, found with the GIL released (see
+/// [`intern`], which takes `within`): an allocation and a later free cost
+/// several times a reference, and `bytes` are immutable, so sharing is
+/// invisible but for `is`.
+fn bytes_array<'py>(py: Python<'py>, values: &[&[u8]], within: &[u8]) -> Bound<'py, PyAny> {
+    let interned = match values.len() >= DETACHED_FROM {
+        true => py.detach(|| intern(values, within)),
+        false => intern(values, within),
+    };
+    match interned {
+        Some(Interned { firsts, codes }) => {
+            let distinct = firsts.iter().map(|&i| values[i as usize]);
+            shared_bytes_array(py, distinct, &codes)
+        }
+        None => distinct_bytes_array(py, values),
+    }
+}
+
+/// Values from which they are searched for repeats with the GIL released:
+/// fewer take less time than releasing it.
+const DETACHED_FROM: usize = 1024;
+
+/// An object array of `bytes` for values found to repeat (see
+/// [`crate::interned`]): one object per `distinct` value, to which each
+/// value's `codes` entry points.
+fn shared_bytes_array<'py, 'a>(
     py: Python<'py>,
-    values: impl Iterator<Item = &'a [u8]>,
+    distinct: impl Iterator<Item = &'a [u8]>,
+    codes: &[u32],
 ) -> Bound<'py, PyAny> {
-    let mut recent = RecentShortBytes::new();
-    let objects: Vec<Py<PyAny>> = values.map(|b| recent.get(py, b)).collect();
+    let distinct: Vec<Py<PyAny>> = distinct
+        .map(|v| PyBytes::new(py, v).into_any().unbind())
+        .collect();
+    let objects: Vec<Py<PyAny>> = codes
+        .iter()
+        .map(|&c| distinct[c as usize].clone_ref(py))
+        .collect();
     PyArray1::from_vec(py, objects).into_any()
 }
 
-/// The last `bytes` object made for each of 64 hash buckets of values of up to
-/// 16 bytes.
-struct RecentShortBytes {
-    slots: [Option<(ShortKey, Py<PyAny>)>; 64],
-}
-
-/// A value of up to 16 bytes, told apart from every other by its length and
-/// two words read from it (overlapping where it is shorter than 16 bytes):
-/// loaded straight from the value, not copied into a zeroed word first,
-/// which took a call to `memcpy` and a stall reading the word back, per value.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct ShortKey {
-    len: usize,
-    head: u64,
-    tail: u64,
-}
-
-impl ShortKey {
-    /// None for values longer than 16 bytes.
-    #[inline(always)]
-    fn of(value: &[u8]) -> Option<ShortKey> {
-        let len = value.len();
-        let word = |bytes: &[u8]| -> u64 {
-            match bytes.len() {
-                8 => u64::from_le_bytes(bytes.try_into().expect("8 bytes")),
-                _ => u64::from(u32::from_le_bytes(bytes.try_into().expect("4 bytes"))),
-            }
-        };
-        let (head, tail) = match len {
-            0 => (0, 0),
-            // Bytes 0, len / 2 and len - 1 are every byte of a value this short.
-            1..4 => {
-                let byte = |at: usize| u64::from(value[at]);
-                (byte(0) | byte(len / 2) << 8 | byte(len - 1) << 16, 0)
-            }
-            4..8 => (word(&value[..4]), word(&value[len - 4..])),
-            8..=16 => (word(&value[..8]), word(&value[len - 8..])),
-            _ => return None,
-        };
-        Some(ShortKey { len, head, tail })
-    }
-
-    fn bucket(&self) -> usize {
-        let mixed = (self.head ^ self.tail.rotate_left(29) ^ self.len as u64)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (mixed >> 58) as usize
-    }
-}
-
-impl RecentShortBytes {
-    fn new() -> Self {
-        RecentShortBytes {
-            slots: [const { None }; 64],
-        }
-    }
-
-    fn get(&mut self, py: Python<'_>, value: &[u8]) -> Py<PyAny> {
-        let Some(key) = ShortKey::of(value) else {
-            return PyBytes::new(py, value).into_any().unbind();
-        };
-        let slot = &mut self.slots[key.bucket()];
-        match slot {
-            Some((seen, object)) if *seen == key => object.clone_ref(py),
-            _ => {
-                let object = PyBytes::new(py, value).into_any().unbind();
-                *slot = Some((key, object.clone_ref(py)));
-                object
-            }
-        }
-    }
+/// An object array of a `bytes` object per value, for values found not to
+/// repeat.
+fn distinct_bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Bound<'py, PyAny> {
+    large_bytes_array(py, values).unwrap_or_else(|| {
+        let objects = values
+            .iter()
+            .map(|v| PyBytes::new(py, v).into_any().unbind());
+        PyArray1::from_vec(py, objects.collect()).into_any()
+    })
 }
 
 /// Values from this size are copied into their `bytes` objects with the GIL
@@ -176,13 +144,12 @@ fn large_bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Option<Bound<'py
     if threads <= 1 {
         return None;
     }
-    let mut recent = RecentShortBytes::new();
     let mut fills: Vec<(usize, &[u8])> = Vec::with_capacity(large().count());
     let objects: Vec<Py<PyAny>> = values
         .iter()
         .map(|&value| {
             if value.len() < FILLED_APART_FROM {
-                return recent.get(py, value);
+                return PyBytes::new(py, value).into_any().unbind();
             }
             // SAFETY: a NULL source asks CPython for an uninitialized object
             // of `value.len()` bytes (the length fits: it is a slice's); a
@@ -221,13 +188,13 @@ fn large_bytes_array<'py>(py: Python<'py>, values: &[&[u8]]) -> Option<Bound<'py
     Some(PyArray1::from_vec(py, objects).into_any())
 }
 
-fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>) -> Py<PyAny> {
+/// A buffer as a NumPy array; byte strings, slices of `within` (see
+/// [`intern`]), as an object array of `bytes`.
+fn buffer_to_py(py: Python<'_>, buffer: Buffer<'_>, within: &[u8]) -> Py<PyAny> {
     match buffer {
         Buffer::Int64(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Float32(v) => v.into_pyarray(py).into_any().unbind(),
-        Buffer::Bytes(v) => large_bytes_array(py, &v)
-            .unwrap_or_else(|| bytes_array(py, v.iter().copied()))
-            .unbind(),
+        Buffer::Bytes(v) => bytes_array(py, &v, within).unbind(),
         Buffer::Flat(v) => flat_objects(py, &v.finish()).unbind(),
         Buffer::Float64(v) => v.into_pyarray(py).into_any().unbind(),
         Buffer::Int32(v) => v.into_pyarray(py).into_any().unbind(),
@@ -240,7 +207,10 @@ pub type PyColumn = (Py<PyAny>, Py<PyAny>, i64);
 /// An object array of `bytes`, one per value of `flat`.
 fn flat_objects<'py>(py: Python<'py>, flat: &FlatBytes) -> Bound<'py, PyAny> {
     let values = flat.offsets.windows(2);
-    bytes_array(py, values.map(|w| &flat.data[w[0] as usize..w[1] as usize]))
+    let values: Vec<&[u8]> = values
+        .map(|w| &flat.data[w[0] as usize..w[1] as usize])
+        .collect();
+    bytes_array(py, &values, &flat.data)
 }
 
 /// Byte-string buffers flattened into Arrow's layout (None for numbers),
@@ -273,7 +243,7 @@ fn flat_out(py: Python<'_>, flat: FlatBytes) -> Py<PyAny> {
 fn values_out(py: Python<'_>, values: Buffer<'_>, flat: Option<FlatBytes>) -> Py<PyAny> {
     match flat {
         Some(flat) => flat_out(py, flat),
-        None => buffer_to_py(py, values),
+        None => buffer_to_py(py, values, &[]),
     }
 }
 
@@ -291,13 +261,17 @@ pub fn owned_columns_out(
         .map(|c| {
             let uniform = uniform_count(&c.counts);
             let values = match c.values {
-                OwnedValues::Numbers(numbers) => buffer_to_py(py, numbers),
+                OwnedValues::Numbers(numbers) => buffer_to_py(py, numbers, &[]),
                 OwnedValues::Bytes(bytes) if flat => flat_out(py, bytes),
                 OwnedValues::Bytes(bytes) => flat_objects(py, &bytes).unbind(),
-                OwnedValues::InMapping(spans) => {
+                OwnedValues::InMapping(InMapping { spans, codes }) => {
                     let mapping = mapping.expect("values left in a mapping come with it");
                     let values = spans.iter().map(|&(at, len)| &mapping[at..at + len]);
-                    buffer_to_py(py, Buffer::Bytes(values.collect()))
+                    match codes {
+                        Some(codes) => shared_bytes_array(py, values, &codes).unbind(),
+                        // Found not to repeat where parsed.
+                        None => distinct_bytes_array(py, &values.collect::<Vec<_>>()).unbind(),
+                    }
                 }
             };
             (values, counts_to_py(py, c.counts), uniform)
@@ -307,10 +281,15 @@ pub fn owned_columns_out(
 
 /// Columns for Python, with byte strings flattened (`flat`) into
 /// `(offsets, data)` NumPy arrays with the GIL released, or else as object
-/// arrays of `bytes`.
-pub fn columns_out(py: Python<'_>, columns: Vec<Column<'_>>, flat: bool) -> Vec<PyColumn> {
+/// arrays of `bytes` (their values slices of `within`, see [`intern`]).
+pub fn columns_out(
+    py: Python<'_>,
+    columns: Vec<Column<'_>>,
+    flat: bool,
+    within: &[u8],
+) -> Vec<PyColumn> {
     if !flat {
-        return columns_to_py(py, columns);
+        return columns_to_py(py, columns, within);
     }
     let owned = py.detach(|| owned_columns(columns));
     owned_columns_out(py, owned, true, None)
@@ -365,14 +344,15 @@ fn counts_to_py(py: Python<'_>, counts: Counts) -> Py<PyAny> {
 
 /// `(values, counts, uniform)` per column, `uniform` being the count every
 /// record has when they all have the same (and none lacks the feature), else -2:
-/// the common dense case then needs no array operation in Python.
-pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>) -> Vec<PyColumn> {
+/// the common dense case then needs no array operation in Python. Byte
+/// strings are slices of `within` (see [`intern`]).
+pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>, within: &[u8]) -> Vec<PyColumn> {
     columns
         .into_iter()
         .map(|c| {
             let uniform = uniform_count(&c.counts);
             (
-                buffer_to_py(py, c.values),
+                buffer_to_py(py, c.values, within),
                 counts_to_py(py, c.counts),
                 uniform,
             )
@@ -424,7 +404,8 @@ pub fn parse_example_columns(
             let columns = py.detach(|| {
                 parse_examples_parallel(&slices, &requests, schema, Strings::Slices, |c| c)
             });
-            Ok(columns_to_py(py, columns.map_err(Error::from)?))
+            // Each record its own `bytes` object: no buffer holds them all.
+            Ok(columns_to_py(py, columns.map_err(Error::from)?, &[]))
         }
     })
 }
@@ -446,7 +427,10 @@ pub fn parse_sequence_columns(
         let (c, l) = py
             .detach(|| parse_sequence_examples(&slices, &context, &lists))
             .map_err(Error::from)?;
-        Ok((columns_to_py(py, c), sequence_columns_out(py, l, false)))
+        Ok((
+            columns_to_py(py, c, &[]),
+            sequence_columns_out(py, l, false),
+        ))
     })
 }
 

@@ -295,7 +295,7 @@ impl PyRecordScanner {
                     .detach(|| parse_sequence_examples(records, &context, &lists))
                     .map_err(|failure| Error::Parse(failure.shifted(first)))?;
                 Ok((
-                    columns_out(py, c, flat_bytes),
+                    columns_out(py, c, flat_bytes, &[]),
                     sequence_columns_out(py, l, flat_bytes),
                 ))
             })

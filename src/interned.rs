@@ -1,0 +1,238 @@
+//! Short byte strings that repeat in a column (class names, labels,
+//! enum-like values: the common case for short strings), found with the GIL
+//! released, so that Python makes one `bytes` object per distinct value and
+//! hands out references to it, rather than look each value up itself.
+
+/// A value of up to 16 bytes, told apart from every other by its length
+/// and its bytes, zero-filled to 16.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ShortKey {
+    len: usize,
+    bytes: u128,
+}
+
+/// The longest value that is shared (see [`ShortKey`]).
+pub const SHARED_UP_TO: usize = 16;
+
+/// For each length up to 16, the bits of a 16-byte word that a value of that length fills.
+const KEPT: [u128; SHARED_UP_TO + 1] = {
+    let mut kept = [u128::MAX; SHARED_UP_TO + 1];
+    let mut len = 0;
+    while len < SHARED_UP_TO {
+        kept[len] = (1u128 << (8 * len)) - 1;
+        len += 1;
+    }
+    kept
+};
+
+impl ShortKey {
+    /// None for values longer than [`SHARED_UP_TO`]. `value` is a slice of
+    /// `within`: where 16 bytes of it start at the value, they are read as
+    /// one word and the bytes past the value masked off, whatever its length
+    /// (a branch on the length instead mispredicts on values of mixed
+    /// lengths).
+    #[inline(always)]
+    pub fn of(value: &[u8], within: &[u8]) -> Option<ShortKey> {
+        let len = value.len();
+        if len > SHARED_UP_TO {
+            return None;
+        }
+        let from = (value.as_ptr() as usize).wrapping_sub(within.as_ptr() as usize);
+        let word = match within.get(from..from.wrapping_add(SHARED_UP_TO)) {
+            Some(wide) => u128::from_le_bytes(wide.try_into().expect("16 bytes")),
+            None => {
+                let mut word = [0; SHARED_UP_TO];
+                word[..len].copy_from_slice(value);
+                u128::from_le_bytes(word)
+            }
+        };
+        Some(ShortKey {
+            len,
+            bytes: word & KEPT[len],
+        })
+    }
+
+    /// A well-mixed hash, of which a table takes the top `bits`.
+    #[inline(always)]
+    pub fn hash(&self, bits: u32) -> usize {
+        let (low, high) = (self.bytes as u64, (self.bytes >> 64) as u64);
+        let mixed =
+            (low ^ high.rotate_left(29) ^ self.len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (mixed >> (64 - bits)) as usize
+    }
+}
+
+/// A column's byte strings as its distinct values and, for each value, the
+/// index of its distinct one. Only values of up to [`SHARED_UP_TO`] bytes are
+/// shared: each longer one is a distinct value of its own.
+#[derive(Debug, PartialEq)]
+pub struct Interned {
+    /// The index, among the values, of each distinct value's first occurrence.
+    pub firsts: Vec<u32>,
+    /// Each value's index in `firsts`.
+    pub codes: Vec<u32>,
+}
+
+/// Distinct values at most, and the slots of the table that finds them
+/// (half full at most, so that a probe seldom goes past its first slot; 32
+/// KB, in a core's L1 and L2 caches).
+const MOST_DISTINCT: usize = 4096;
+const TABLE_BITS: u32 = 13;
+const EMPTY: u32 = u32::MAX;
+
+/// The values' distinct ones, where at most half of them (and no more than
+/// `MOST_DISTINCT`) are distinct: None where sharing would save too little
+/// to pay for itself (names of files, say, each different), found once the
+/// distinct values pass that bound, not after reading them all.
+pub fn intern(values: &[&[u8]], within: &[u8]) -> Option<Interned> {
+    let most = (values.len() / 2).min(MOST_DISTINCT);
+    if most == 0 || values.len() >= EMPTY as usize {
+        return None;
+    }
+    let mut table = vec![EMPTY; 1 << TABLE_BITS];
+    // The key of each distinct value, where it is short (a placeholder else,
+    // which no table slot names).
+    let mut keys: Vec<ShortKey> = Vec::with_capacity(most + 1);
+    let mut firsts: Vec<u32> = Vec::with_capacity(most + 1);
+    let mut codes: Vec<u32> = Vec::with_capacity(values.len());
+    let placeholder = ShortKey {
+        len: usize::MAX,
+        bytes: 0,
+    };
+    for (index, value) in values.iter().enumerate() {
+        let code = match ShortKey::of(value, within) {
+            Some(key) => {
+                let mut slot = key.hash(TABLE_BITS);
+                loop {
+                    match table[slot] {
+                        EMPTY => {
+                            table[slot] = firsts.len() as u32;
+                            break None;
+                        }
+                        seen if keys[seen as usize] == key => break Some(seen),
+                        _ => slot = (slot + 1) & ((1 << TABLE_BITS) - 1),
+                    }
+                }
+                .unwrap_or_else(|| {
+                    keys.push(key);
+                    firsts.push(index as u32);
+                    firsts.len() as u32 - 1
+                })
+            }
+            None => {
+                keys.push(placeholder);
+                firsts.push(index as u32);
+                firsts.len() as u32 - 1
+            }
+        };
+        if firsts.len() > most {
+            return None;
+        }
+        codes.push(code);
+    }
+    Some(Interned { firsts, codes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// The values `interned` stands for.
+    fn values_of<'a>(values: &[&'a [u8]], interned: &Interned) -> Vec<&'a [u8]> {
+        let codes = interned.codes.iter();
+        codes
+            .map(|&c| values[interned.firsts[c as usize] as usize])
+            .collect()
+    }
+
+    /// `values` in one buffer, and where each is in it.
+    fn end_to_end(values: &[Vec<u8>]) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
+        let within = values.concat();
+        let mut at = 0;
+        let ranges = values.iter().map(|v| {
+            at += v.len();
+            at - v.len()..at
+        });
+        (within.clone(), ranges.collect())
+    }
+
+    /// Distinct entries `values` need: one per distinct short value, one per long value.
+    fn entries(values: &[&[u8]]) -> usize {
+        let short: HashSet<&[u8]> = values
+            .iter()
+            .copied()
+            .filter(|v| v.len() <= SHARED_UP_TO)
+            .collect();
+        short.len() + values.iter().filter(|v| v.len() > SHARED_UP_TO).count()
+    }
+
+    /// Every value comes back; equal short values share one distinct value,
+    /// no longer one is shared; None exactly where more than half would be
+    /// distinct. Columns of every mix of lengths 0-20 over a 3-letter
+    /// alphabet (so that values repeat), from a fixed xorshift.
+    #[test]
+    fn interned_values_come_back() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        for _ in 0..2000 {
+            let (count, longest) = (next(300) as usize, 1 + next(21));
+            let owned: Vec<Vec<u8>> = (0..count)
+                .map(|_| (0..next(longest)).map(|_| next(3) as u8).collect())
+                .collect();
+            // End to end, as in a record: values near the end are keyed
+            // apart from those with 16 bytes after them.
+            let (within, values) = end_to_end(&owned);
+            let values: Vec<&[u8]> = values.iter().map(|r| &within[r.clone()]).collect();
+            let needed = entries(&values);
+            match intern(&values, &within) {
+                Some(interned) => {
+                    assert_eq!(values_of(&values, &interned), values);
+                    assert_eq!(interned.firsts.len(), needed);
+                    assert!(needed <= values.len() / 2);
+                }
+                None => assert!(needed > values.len() / 2 || values.len() < 2),
+            }
+        }
+    }
+
+    #[test]
+    fn values_that_differ_only_inside_are_told_apart() {
+        // 4..8 and 8..16 bytes are keyed by overlapping words: every byte counts.
+        let values: Vec<Vec<u8>> = (0..=SHARED_UP_TO)
+            .flat_map(|len| (0..len).map(move |at| (len, at)))
+            .flat_map(|(len, at)| {
+                let mut changed = vec![b'a'; len];
+                changed[at] = b'b';
+                [vec![b'a'; len], changed]
+            })
+            .collect();
+        let thrice: Vec<Vec<u8>> = [&values[..], &values, &values].concat();
+        let (within, ranges) = end_to_end(&thrice);
+        let thrice: Vec<&[u8]> = ranges.iter().map(|r| &within[r.clone()]).collect();
+        let once = &thrice[..values.len()];
+        let interned = intern(&thrice, &within).expect("a third of the values distinct");
+        assert_eq!(values_of(&thrice, &interned), thrice);
+        assert_eq!(interned.firsts.len(), entries(once));
+    }
+
+    #[test]
+    fn mostly_distinct_values_are_not_interned() {
+        let names: Vec<String> = (0..1000).map(|i| format!("{i:08}")).collect();
+        let values: Vec<&[u8]> = names.iter().map(String::as_bytes).collect();
+        assert!(values.iter().all(|v| intern(&[v], v).is_none()));
+        let (within, ranges) = end_to_end(
+            &names
+                .iter()
+                .map(|n| n.as_bytes().to_vec())
+                .collect::<Vec<_>>(),
+        );
+        let values: Vec<&[u8]> = ranges.iter().map(|r| &within[r.clone()]).collect();
+        assert!(intern(&values, &within).is_none());
+    }
+}
