@@ -139,6 +139,12 @@ def test_an_error_in_a_worker_thread_names_the_record(tmp_path: Path) -> None:
             for batch in rk.read_examples(path, {"x": rk.FixedLenFeature([], "int64")}, batch_size=5000):
                 taken.append(len(batch["x"]))
         assert taken == [5000] * 10 and error.value.index == 51_234, count
+        # In the last full batch (45 000 to 54 000), which every thread parses a share of.
+        taken = []
+        with pytest.raises(rk.ParseError) as error:
+            for batch in rk.read_examples(path, {"x": rk.FixedLenFeature([], "int64")}, batch_size=9000):
+                taken.append(len(batch["x"]))
+        assert taken == [9000] * 5 and error.value.index == 51_234, count
         # In the first batch, parsed before any thread starts reading ahead: no batch, then the error.
         with pytest.raises(rk.ParseError) as error:
             next(rk.read_examples(path, {"x": rk.FixedLenFeature([], "int64")}, batch_size=52_000))
