@@ -7,8 +7,9 @@
    Target: >= 20 x.
 2. The string column: `read_table`'s large_binary column against the object
    array of `bytes` that `read_examples` builds, same records: the tutorial's
-   `feature2` (five words, which the object path takes from a cache of recent
-   values) and 1 M distinct values (`images/%08d.jpg`). The column alone is
+   `feature2` (five words, of which the object path makes one `bytes` object
+   each per batch and hands out references, while Arrow copies every value)
+   and 1 M distinct values (`images/%08d.jpg`). The column alone is
    the read less a read of the same file whose spec asks for a feature no
    record holds (which frames, checks and parses every record and builds no
    values); medians of alternating runs. Target, for the column: >= 2 x. The
