@@ -1332,11 +1332,10 @@ pub(crate) mod tests {
     #[test]
     fn values_left_in_the_mapping_are_the_values_parsed() {
         // Records end to end in one buffer, as in a mapped file; parsed on three
-        // threads, so that the runs' offsets are joined as well. Values all
-        // different (left where they are), repeating (found and shared), and
-        // the two in turn (runs of both forms, joined).
-        // Values differ in records below `below` and repeat after it; whether
-        // the column is then interned whole.
+        // threads, so that the runs' offsets are joined as well. Values differ
+        // in the records below `below` and repeat after it: all different
+        // (left where they are), all repeating (found and shared: interned),
+        // and the two in turn (runs of both forms, joined).
         for (below, interned) in [(30_000, false), (0, true), (12_000, false)] {
             let distinct = |i: i64| i < below;
             let records: Vec<Vec<u8>> = (0..30_000i64)
