@@ -544,7 +544,7 @@ impl FlatBytes {
 pub struct FlatBuilder(FlatBytes);
 
 /// Bytes a short value is copied as (see [`FlatBuilder::push`]).
-const FLAT_SLACK: usize = 16;
+const FLAT_SLACK: usize = crate::interned::WIDE;
 
 impl FlatBuilder {
     /// Room for `n` values of a few bytes each before the first growth.
@@ -578,9 +578,8 @@ impl FlatBuilder {
         if end + FLAT_SLACK > self.0.data.len() {
             self.grow(end);
         }
-        let from = (value.as_ptr() as usize).wrapping_sub(within.as_ptr() as usize);
         let data = &mut self.0.data;
-        match within.get(from..from.wrapping_add(FLAT_SLACK)) {
+        match crate::interned::wide_from(value, within) {
             Some(wide) if value.len() <= FLAT_SLACK => {
                 data[at..at + FLAT_SLACK].copy_from_slice(wide)
             }

@@ -3,16 +3,29 @@
 //! released, so that Python makes one `bytes` object per distinct value and
 //! hands out references to it, rather than look each value up itself.
 
+/// The bytes read as one move where a short value is read whatever its
+/// length (see [`wide_from`]); the longest value that is shared.
+pub const WIDE: usize = 16;
+const SHARED_UP_TO: usize = WIDE;
+
+/// The `WIDE` bytes of `within` from the start of `value` (a slice of it),
+/// where `within` holds that many: a short value read as them, the bytes
+/// past it masked off or overwritten, costs one move whatever its length,
+/// where a branch on the length mispredicts on values of mixed lengths.
+#[inline(always)]
+pub fn wide_from<'a>(value: &[u8], within: &'a [u8]) -> Option<&'a [u8; WIDE]> {
+    let from = (value.as_ptr() as usize).wrapping_sub(within.as_ptr() as usize);
+    let wide = within.get(from..from.wrapping_add(WIDE))?;
+    Some(wide.try_into().expect("WIDE bytes"))
+}
+
 /// A value of up to 16 bytes, told apart from every other by its length
 /// and its bytes, zero-filled to 16.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct ShortKey {
+struct ShortKey {
     len: usize,
     bytes: u128,
 }
-
-/// The longest value that is shared (see [`ShortKey`]).
-pub const SHARED_UP_TO: usize = 16;
 
 /// For each length up to 16, the bits of a 16-byte word that a value of that length fills.
 const KEPT: [u128; SHARED_UP_TO + 1] = {
@@ -27,19 +40,15 @@ const KEPT: [u128; SHARED_UP_TO + 1] = {
 
 impl ShortKey {
     /// None for values longer than [`SHARED_UP_TO`]. `value` is a slice of
-    /// `within`: where 16 bytes of it start at the value, they are read as
-    /// one word and the bytes past the value masked off, whatever its length
-    /// (a branch on the length instead mispredicts on values of mixed
-    /// lengths).
+    /// `within`, read from it as one word where it can be (see [`wide_from`]).
     #[inline(always)]
-    pub fn of(value: &[u8], within: &[u8]) -> Option<ShortKey> {
+    fn of(value: &[u8], within: &[u8]) -> Option<ShortKey> {
         let len = value.len();
         if len > SHARED_UP_TO {
             return None;
         }
-        let from = (value.as_ptr() as usize).wrapping_sub(within.as_ptr() as usize);
-        let word = match within.get(from..from.wrapping_add(SHARED_UP_TO)) {
-            Some(wide) => u128::from_le_bytes(wide.try_into().expect("16 bytes")),
+        let word = match wide_from(value, within) {
+            Some(wide) => u128::from_le_bytes(*wide),
             None => {
                 let mut word = [0; SHARED_UP_TO];
                 word[..len].copy_from_slice(value);
@@ -52,13 +61,13 @@ impl ShortKey {
         })
     }
 
-    /// A well-mixed hash, of which a table takes the top `bits`.
+    /// A well-mixed hash, of which the table takes the top `TABLE_BITS`.
     #[inline(always)]
-    pub fn hash(&self, bits: u32) -> usize {
+    fn slot(&self) -> usize {
         let (low, high) = (self.bytes as u64, (self.bytes >> 64) as u64);
         let mixed =
             (low ^ high.rotate_left(29) ^ self.len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (mixed >> (64 - bits)) as usize
+        (mixed >> (64 - TABLE_BITS)) as usize
     }
 }
 
@@ -102,7 +111,7 @@ pub fn intern(values: &[&[u8]], within: &[u8]) -> Option<Interned> {
     for (index, value) in values.iter().enumerate() {
         let code = match ShortKey::of(value, within) {
             Some(key) => {
-                let mut slot = key.hash(TABLE_BITS);
+                let mut slot = key.slot();
                 loop {
                     match table[slot] {
                         EMPTY => {
@@ -154,7 +163,8 @@ mod tests {
             at += v.len();
             at - v.len()..at
         });
-        (within.clone(), ranges.collect())
+        let ranges = ranges.collect();
+        (within, ranges)
     }
 
     /// Distinct entries `values` need: one per distinct short value, one per long value.
@@ -203,7 +213,8 @@ mod tests {
 
     #[test]
     fn values_that_differ_only_inside_are_told_apart() {
-        // 4..8 and 8..16 bytes are keyed by overlapping words: every byte counts.
+        // Every byte of a short value counts, read as one word or, near the
+        // end of the buffer, byte by byte.
         let values: Vec<Vec<u8>> = (0..=SHARED_UP_TO)
             .flat_map(|len| (0..len).map(move |at| (len, at)))
             .flat_map(|(len, at)| {

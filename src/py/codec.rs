@@ -77,8 +77,8 @@ fn malformed(m: Malformed) -> PyErr {
 
 /// An object array of `bytes`, one per value. Values that repeat (class
 /// names, labels, enum-like strings: the common case for short strings in a
-/// column) share one `bytes` object, found with the GIL released (see
-/// [`intern`], which takes `within`): an allocation and a later free cost
+/// column) share one `bytes` object, found with the GIL released where the
+/// values are many (see [`intern`], which takes `within`): an allocation and a later free cost
 /// several times a reference, and `bytes` are immutable, so sharing is
 /// invisible but for `is`.
 fn bytes_array<'py>(py: Python<'py>, values: &[&[u8]], within: &[u8]) -> Bound<'py, PyAny> {
