@@ -51,6 +51,28 @@ pub enum Strings {
     Flat,
 }
 
+/// What follows each record's payload in the slices handed to the parser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Footers {
+    /// Nothing: each slice is a payload.
+    None,
+    /// Its TFRecord footer, the masked CRC of the payload, which framing left
+    /// for the parser to check while the record is in cache (see
+    /// `Scanner::leave_crcs_to_parser`): a payload that fails it is a
+    /// `ParseFailure::Corrupt`.
+    Crc,
+}
+
+impl Footers {
+    /// The bytes each slice holds after its payload.
+    pub fn bytes(self) -> usize {
+        match self {
+            Footers::None => 0,
+            Footers::Crc => 4,
+        }
+    }
+}
+
 /// Average payload bytes per record from which byte strings meant for
 /// Arrow's layout are copied after the parse (as slices first), not during
 /// it: large values are copied then on every core, into memory backed by
@@ -738,15 +760,18 @@ pub enum ParseFailure {
         actual: Kind,
         step: Option<usize>,
     },
+    /// Record `index` fails the CRC of its footer (`Footers::Crc`): damage,
+    /// which the caller reports as framing would have.
+    Corrupt { index: usize },
 }
 
 impl ParseFailure {
     /// The same failure with its record index moved on by `by` (a chunk's start).
     pub fn shifted(mut self, by: usize) -> Self {
         match &mut self {
-            ParseFailure::Malformed { index, .. } | ParseFailure::WrongType { index, .. } => {
-                *index += by
-            }
+            ParseFailure::Malformed { index, .. }
+            | ParseFailure::WrongType { index, .. }
+            | ParseFailure::Corrupt { index } => *index += by,
         }
         self
     }
@@ -758,6 +783,7 @@ const RECORDS_PER_THREAD: usize = 4096;
 /// [`parse_examples`] on every core (see [`parse_examples_on`]).
 pub fn parse_examples_parallel<'a, T: Runs>(
     records: &[&'a [u8]],
+    footers: Footers,
     requests: &[Request],
     schema: Schema,
     strings: Strings,
@@ -766,6 +792,7 @@ pub fn parse_examples_parallel<'a, T: Runs>(
     parse_examples_on(
         crate::threads::available(),
         records,
+        footers,
         requests,
         schema,
         strings,
@@ -784,6 +811,7 @@ pub fn parse_examples_parallel<'a, T: Runs>(
 pub fn parse_examples_on<'a, T: Runs>(
     threads: usize,
     records: &[&'a [u8]],
+    footers: Footers,
     requests: &[Request],
     schema: Schema,
     strings: Strings,
@@ -791,12 +819,12 @@ pub fn parse_examples_on<'a, T: Runs>(
 ) -> Result<T, ParseFailure> {
     let threads = threads.min(records.len() / RECORDS_PER_THREAD);
     if threads <= 1 {
-        return parse_examples(records, requests, schema, strings).map(finish);
+        return parse_examples(records, footers, requests, schema, strings).map(finish);
     }
     let run = RECORDS_PER_THREAD.max(records.len().div_ceil(threads * 4));
     let runs: Vec<&[&'a [u8]]> = records.chunks(run).collect();
     let parts = crate::threads::map_in_turn(&runs, threads, |_, chunk| {
-        parse_examples(chunk, requests, schema, strings).map(&finish)
+        parse_examples(chunk, footers, requests, schema, strings).map(&finish)
     });
     let mut parts = parts
         .into_iter()
@@ -823,7 +851,9 @@ fn type_name(kind: Kind) -> &'static str {
 impl ParseFailure {
     pub fn index(&self) -> usize {
         match self {
-            ParseFailure::Malformed { index, .. } | ParseFailure::WrongType { index, .. } => *index,
+            ParseFailure::Malformed { index, .. }
+            | ParseFailure::WrongType { index, .. }
+            | ParseFailure::Corrupt { index } => *index,
         }
     }
 
@@ -831,6 +861,7 @@ impl ParseFailure {
         match self {
             ParseFailure::Malformed { key, .. } => key.as_deref(),
             ParseFailure::WrongType { key, .. } => Some(key),
+            ParseFailure::Corrupt { .. } => None,
         }
     }
 }
@@ -875,6 +906,7 @@ impl std::fmt::Display for ParseFailure {
                     type_name(expected.kind())
                 )
             }
+            ParseFailure::Corrupt { index } => write!(f, "Index: {index}. The data fails its CRC"),
         }
     }
 }
@@ -983,6 +1015,7 @@ fn take_entry<'a>(
 /// (`Schema::OneFlow`: the record is the feature map itself).
 pub fn parse_examples<'a>(
     records: &[&'a [u8]],
+    footers: Footers,
     requests: &[Request],
     schema: Schema,
     strings: Strings,
@@ -997,7 +1030,13 @@ pub fn parse_examples<'a>(
         })
         .collect();
     let mut slots: Vec<Option<Entry<'a>>> = vec![None; requests.len()];
-    for (index, record) in records.iter().enumerate() {
+    for (index, &record) in records.iter().enumerate() {
+        let record = match footers {
+            Footers::None => record,
+            Footers::Crc => {
+                crate::framing::checked_payload(record).ok_or(ParseFailure::Corrupt { index })?
+            }
+        };
         slots.iter_mut().for_each(|s| *s = None);
         let mut position = 0;
         // A closure per walk, each called from one place, so that each is
@@ -1250,24 +1289,31 @@ pub(crate) mod tests {
         assert_eq!(
             parse_examples_parallel(
                 &slices,
+                Footers::None,
                 &requests,
                 Schema::TensorFlow,
                 Strings::Slices,
                 |c| c
             )
             .unwrap(),
-            parse_examples(&slices, &requests, Schema::TensorFlow, Strings::Slices).unwrap()
+            parse_examples(
+                &slices,
+                Footers::None,
+                &requests,
+                Schema::TensorFlow,
+                Strings::Slices
+            )
+            .unwrap()
         );
         let mut broken = slices.clone();
         let (early, late) = (b"\xff".as_slice(), b"\x0a\x05".as_slice());
         broken[17_000] = late;
         broken[12_345] = early;
-        let index = |r: Result<Vec<Column<'_>>, ParseFailure>| match r.unwrap_err() {
-            ParseFailure::Malformed { index, .. } | ParseFailure::WrongType { index, .. } => index,
-        };
+        let index = |r: Result<Vec<Column<'_>>, ParseFailure>| r.unwrap_err().index();
         assert_eq!(
             index(parse_examples_parallel(
                 &broken,
+                Footers::None,
                 &requests,
                 Schema::TensorFlow,
                 Strings::Slices,
@@ -1278,12 +1324,84 @@ pub(crate) mod tests {
         assert_eq!(
             index(parse_examples(
                 &broken,
+                Footers::None,
                 &requests,
                 Schema::TensorFlow,
                 Strings::Slices
             )),
             12_345
         );
+    }
+
+    #[test]
+    fn footers_left_to_the_parser_are_checked_and_the_first_failure_reported() {
+        let records: Vec<Vec<u8>> = (0..20_000i64)
+            .map(|i| example(&[(b"x", Some(Values::Int64(&[i])))]))
+            .collect();
+        let framed = |record: &[u8]| {
+            let mut with = record.to_vec();
+            with.extend_from_slice(&crate::crc::masked_crc32c(record).to_le_bytes());
+            with
+        };
+        let mut with_footers: Vec<Vec<u8>> = records.iter().map(|r| framed(r)).collect();
+        let bare: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
+        let requests = [request("x", DType::Int64)];
+        let parse = |records: &[&[u8]], footers, threads| {
+            let (schema, slices) = (Schema::TensorFlow, Strings::Slices);
+            parse_examples_on(
+                threads,
+                records,
+                footers,
+                &requests,
+                schema,
+                slices,
+                owned_columns,
+            )
+        };
+        let expected = parse(&bare, Footers::None, 1).unwrap();
+        // A payload of 16 KiB or more was checked while framing, not here.
+        let large = example(&[(b"big", Some(Values::Bytes(&[&[7u8; 16 << 10][..]])))]);
+        let mut large_unchecked = large.clone();
+        large_unchecked.extend_from_slice(&[0; 4]);
+        // Records 12 345 and 17 000 fail their CRCs, 15 000 is malformed.
+        with_footers[17_000][3] ^= 1;
+        *with_footers[12_345].last_mut().unwrap() ^= 0x80;
+        let mut malformed = vec![0xffu8];
+        malformed.extend_from_slice(&crate::crc::masked_crc32c(&[0xff]).to_le_bytes());
+        for threads in [1, 3] {
+            let slices: Vec<&[u8]> = with_footers.iter().map(|r| &r[..]).collect();
+            let intact = [&slices[..12_345], &[&large_unchecked[..]]].concat();
+            let parsed = parse(&intact, Footers::Crc, threads).unwrap();
+            assert_eq!(
+                parsed[0].counts.to_vec()[..12_345],
+                expected[0].counts.to_vec()[..12_345]
+            );
+            assert_eq!(parsed[0].counts.len(), 12_346, "{threads} threads");
+            let failure = parse(&slices, Footers::Crc, threads).unwrap_err();
+            assert_eq!(
+                failure,
+                ParseFailure::Corrupt { index: 12_345 },
+                "{threads} threads"
+            );
+            let mut malformed_first = slices.clone();
+            malformed_first[11_000] = &malformed;
+            let failure = parse(&malformed_first, Footers::Crc, threads).unwrap_err();
+            assert!(
+                matches!(failure, ParseFailure::Malformed { index: 11_000, .. }),
+                "{failure:?}"
+            );
+            let mut malformed_later = slices.clone();
+            malformed_later[15_000] = &malformed;
+            let failure = parse(&malformed_later, Footers::Crc, threads).unwrap_err();
+            assert_eq!(
+                failure,
+                ParseFailure::Corrupt { index: 12_345 },
+                "{threads} threads"
+            );
+            // Too short to hold a footer: damage too, never a panic.
+            let failure = parse(&[&[1u8, 2][..]], Footers::Crc, threads).unwrap_err();
+            assert_eq!(failure, ParseFailure::Corrupt { index: 0 });
+        }
     }
 
     #[test]
@@ -1302,13 +1420,20 @@ pub(crate) mod tests {
             .collect();
         let slices: Vec<&[u8]> = records.iter().map(|r| &r[..]).collect();
         let requests = [request("s", DType::Bytes)];
-        let after = parse_examples(&slices, &requests, Schema::TensorFlow, Strings::Slices);
+        let after = parse_examples(
+            &slices,
+            Footers::None,
+            &requests,
+            Schema::TensorFlow,
+            Strings::Slices,
+        );
         let expected = owned_columns(after.unwrap());
         for threads in [1, 3] {
             let flat = Strings::Flat;
             let during = parse_examples_on(
                 threads,
                 &slices,
+                Footers::None,
                 &requests,
                 Schema::TensorFlow,
                 flat,
@@ -1316,8 +1441,15 @@ pub(crate) mod tests {
             );
             assert_eq!(during.unwrap(), expected, "{threads} threads");
             // Runs joined as parsed, before they are owned.
-            let joined =
-                parse_examples_on(threads, &slices, &requests, Schema::TensorFlow, flat, |c| c);
+            let joined = parse_examples_on(
+                threads,
+                &slices,
+                Footers::None,
+                &requests,
+                Schema::TensorFlow,
+                flat,
+                |c| c,
+            );
             assert_eq!(
                 owned_columns(joined.unwrap()),
                 expected,
@@ -1358,11 +1490,18 @@ pub(crate) mod tests {
                 })
                 .collect();
             let requests = [request("x", DType::Int64), request("s", DType::Bytes)];
-            let expected =
-                parse_examples(&slices, &requests, Schema::TensorFlow, Strings::Slices).unwrap();
+            let expected = parse_examples(
+                &slices,
+                Footers::None,
+                &requests,
+                Schema::TensorFlow,
+                Strings::Slices,
+            )
+            .unwrap();
             let mut left = parse_examples_on(
                 3,
                 &slices,
+                Footers::None,
                 &requests,
                 Schema::TensorFlow,
                 Strings::Slices,
@@ -1406,6 +1545,7 @@ pub(crate) mod tests {
         let c = example(&[(b"x", None)]);
         let cols = parse_examples(
             &[&a, &b, &c],
+            Footers::None,
             &[request("x", DType::Int64), request("s", DType::Bytes)],
             Schema::TensorFlow,
             Strings::Slices,
@@ -1449,7 +1589,14 @@ pub(crate) mod tests {
             request("f", DType::Float32),
             request("s", DType::Bytes),
         ];
-        let cols = parse_examples(&[&a, &[]], &requests, Schema::OneFlow, Strings::Slices).unwrap();
+        let cols = parse_examples(
+            &[&a, &[]],
+            Footers::None,
+            &requests,
+            Schema::OneFlow,
+            Strings::Slices,
+        )
+        .unwrap();
         let values: Vec<&Buffer<'_>> = cols.iter().map(|c| &c.values).collect();
         assert_eq!(
             values,
@@ -1465,6 +1612,7 @@ pub(crate) mod tests {
         // Field 3 is double_list in OneFlow: asking for int64 there is a type error.
         let err = parse_examples(
             &[&a],
+            Footers::None,
             &[request("d", DType::Int64)],
             Schema::OneFlow,
             Strings::Slices,
@@ -1507,6 +1655,7 @@ pub(crate) mod tests {
         let b = example(&[(b"x", Some(Values::Float(&[1.0])))]);
         let err = parse_examples(
             &[&a, &b],
+            Footers::None,
             &[request("x", DType::Int64)],
             Schema::TensorFlow,
             Strings::Slices,
@@ -1529,6 +1678,7 @@ pub(crate) mod tests {
         let a = example(&[(b"x", Some(Values::Int64(&[1])))]);
         let err = parse_examples(
             &[&a, &[0x0a, 0x09]],
+            Footers::None,
             &[request("x", DType::Int64)],
             Schema::TensorFlow,
             Strings::Slices,
@@ -1591,7 +1741,14 @@ pub(crate) mod timing {
             let start = std::time::Instant::now();
             for chunk in slices.chunks(size) {
                 std::hint::black_box(
-                    parse_examples(chunk, &requests, Schema::TensorFlow, Strings::Slices).unwrap(),
+                    parse_examples(
+                        chunk,
+                        Footers::None,
+                        &requests,
+                        Schema::TensorFlow,
+                        Strings::Slices,
+                    )
+                    .unwrap(),
                 );
             }
             let ns = start.elapsed().as_nanos() as f64 / slices.len() as f64;
@@ -1604,6 +1761,7 @@ pub(crate) mod timing {
                 std::hint::black_box(
                     parse_examples_parallel(
                         chunk,
+                        Footers::None,
                         &requests,
                         Schema::TensorFlow,
                         Strings::Slices,
@@ -1630,7 +1788,14 @@ pub(crate) mod timing {
         let slices: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
         for chunk in slices.chunks(65536) {
             std::hint::black_box(
-                parse_examples(chunk, &requests, Schema::TensorFlow, Strings::Slices).unwrap(),
+                parse_examples(
+                    chunk,
+                    Footers::None,
+                    &requests,
+                    Schema::TensorFlow,
+                    Strings::Slices,
+                )
+                .unwrap(),
             );
         }
     }
@@ -1698,6 +1863,7 @@ pub(crate) mod timing {
                                             std::hint::black_box(
                                                 parse_examples(
                                                     chunk,
+                                                    Footers::None,
                                                     requests,
                                                     Schema::TensorFlow,
                                                     Strings::Slices,

@@ -170,6 +170,22 @@ fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
     .min()
 }
 
+/// The payload of `framed` (a payload and its TFRecord footer, as a scanner
+/// that left short payloads' CRCs to the parser frames them), or None where
+/// the payload fails the CRC left to be checked here.
+#[inline(always)]
+pub fn checked_payload(framed: &[u8]) -> Option<&[u8]> {
+    let (payload, footer) = framed.split_at_checked(framed.len().checked_sub(4)?)?;
+    let left_here = payload.len() < DEFERRED_CRC_FROM;
+    let stored = || unmask(u32::from_le_bytes(footer.try_into().unwrap()));
+    (!left_here || stored() == crate::crc::crc32c(payload)).then_some(payload)
+}
+
+/// What damage reports say of a payload that fails its CRC at `data_at`.
+fn corrupt_data_detail(data_at: u64) -> String {
+    format!("corrupted record at {data_at}: the data fails its CRC")
+}
+
 /// A damaged region that was skipped (only when skipping was asked for).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skipped {
@@ -224,6 +240,8 @@ pub struct Scanner {
     /// The window's bytes from here on are kept, however far framing went
     /// (see [`Scanner::keep_from`]).
     kept_from: u64,
+    /// Short payloads' CRCs are left to the parser (see [`Scanner::leave_crcs_to_parser`]).
+    crcs_to_parser: bool,
 }
 
 /// While skipping damage, a payload longer than this has its CRC computed
@@ -267,6 +285,7 @@ impl Scanner {
             skipped: Vec::new(),
             crcs: None,
             kept_from: u64::MAX,
+            crcs_to_parser: false,
         })
     }
 
@@ -293,6 +312,41 @@ impl Scanner {
     /// Lets the window drop its bytes before `pos`, and none that are kept.
     fn release(&mut self, pos: u64) {
         self.win.release(pos.min(self.kept_from));
+    }
+
+    /// Leaves the CRCs of payloads shorter than `DEFERRED_CRC_FROM` to the
+    /// parser, where the file is mapped, its CRCs are checked and damage ends
+    /// the scan (`crcs_left_to_parser` says whether it does). The parser then
+    /// takes each such payload with its footer and checks it
+    /// (`checked_payload`) while the record is in cache for parsing. Checked
+    /// here, they made framing sweep every byte of the batch, under the lock
+    /// that threads reading ahead frame under one after another. A payload
+    /// that fails is reported by the caller (`Scanner::corrupt_payload`),
+    /// after the records before it.
+    pub fn leave_crcs_to_parser(&mut self) {
+        self.crcs_to_parser = self.verify
+            && self.format == Format::TfRecord
+            && !self.skip_damaged
+            && self.win.whole().is_some();
+    }
+
+    /// Whether the batches framed now leave short payloads' CRCs to the parser.
+    pub fn crcs_left_to_parser(&self) -> bool {
+        self.crcs_to_parser
+    }
+
+    /// The damage of a payload that failed the CRC left to the parser: `span`,
+    /// the file's record `record_index`. The error framing would have
+    /// reported for it; the scan ends.
+    pub fn corrupt_payload(&mut self, span: Span, record_index: u64) -> Error {
+        self.state = State::Done;
+        let mut loss = self.data_loss(
+            DamageKind::CorruptData,
+            span.pos,
+            corrupt_data_detail(span.pos),
+        );
+        loss.record_index = record_index;
+        loss.into()
     }
 
     /// Damaged regions skipped since the last call.
@@ -409,10 +463,9 @@ impl Scanner {
             && crate::threads::available() > 1;
         let mut bytes = 0usize;
         while out.len() < max_records && bytes < max_bytes && matches!(self.state, State::Active) {
-            if let Some(span) = self.intact_mapped_frame(may_defer) {
-                bytes += span.len;
-                out.push(span);
-                continue;
+            self.frame_mapped(may_defer, max_records, max_bytes, &mut bytes, out);
+            if out.len() >= max_records || bytes >= max_bytes {
+                break;
             }
             match self.frame()? {
                 Frame::Record(span) => {
@@ -551,49 +604,85 @@ impl Scanner {
         }
     }
 
-    /// The next record when the file is mapped whole and the record is
-    /// intact, read straight from the mapping; None sends the caller to
-    /// [`Self::frame`], which reads any source and reports any damage. For
-    /// small records the general path's window calls cost as much as the rest.
+    /// Frames the intact records from `self.pos` on straight from the
+    /// mapping, where the file is mapped whole, until `out` holds
+    /// `max_records` or `bytes` reaches `max_bytes`; stops early at the first
+    /// record that [`Self::frame`] must frame (it reads any source and reports
+    /// any damage). For small records the general path's window calls cost as
+    /// much as the rest, and this loop keeps the scan's state in registers.
     #[inline]
-    fn intact_mapped_frame(&mut self, may_defer: bool) -> Option<Span> {
-        let all = self.win.whole()?;
-        let header_len = self.format.header_len() as usize;
-        let start = usize::try_from(self.pos).ok()?;
-        let header = all.get(start..start.checked_add(header_len)?)?;
-        let length = match self.format {
-            Format::TfRecord => {
-                if !header_crc_ok(header) {
-                    return None;
-                }
-                u64::from_le_bytes(header[..8].try_into().unwrap())
-            }
-            Format::OfRecord => u64::try_from(i64::from_le_bytes(header[..8].try_into().unwrap()))
-                .ok()
-                .filter(|&n| n > 0)?,
+    fn frame_mapped(
+        &mut self,
+        may_defer: bool,
+        max_records: usize,
+        max_bytes: usize,
+        bytes: &mut usize,
+        out: &mut Vec<Span>,
+    ) {
+        let Some(all) = self.win.whole() else {
+            return;
         };
-        let data_start = start + header_len;
-        let data_end = data_start.checked_add(usize::try_from(length).ok()?)?;
-        let frame_end = data_end.checked_add(self.format.footer_len() as usize)?;
-        if frame_end > all.len() {
-            return None;
-        }
-        if self.skip_damaged && length > DIRECT_CRC_MAX {
-            return None; // checked from prefix CRCs by `frame_at`
-        }
-        let deferred = may_defer && length as usize >= DEFERRED_CRC_FROM;
-        if !deferred && self.verify && self.format == Format::TfRecord {
-            let stored = u32::from_le_bytes(all[data_end..frame_end].try_into().unwrap());
-            if unmask(stored) != crate::crc::crc32c(&all[data_start..data_end]) {
-                return None;
+        let Ok(mut start) = usize::try_from(self.pos) else {
+            return;
+        };
+        let (format, verify, skip_damaged) = (self.format, self.verify, self.skip_damaged);
+        let crcs_to_parser = self.crcs_to_parser;
+        let header_len = format.header_len() as usize;
+        let footer_len = format.footer_len() as usize;
+        let before = out.len();
+        while out.len() < max_records && *bytes < max_bytes {
+            let Some(header) = start
+                .checked_add(header_len)
+                .and_then(|end| all.get(start..end))
+            else {
+                break;
+            };
+            let length = match format {
+                Format::TfRecord if header_crc_ok(header) => {
+                    u64::from_le_bytes(header[..8].try_into().unwrap())
+                }
+                Format::TfRecord => break,
+                Format::OfRecord => {
+                    match u64::try_from(i64::from_le_bytes(header[..8].try_into().unwrap())) {
+                        Ok(n) if n > 0 => n,
+                        _ => break,
+                    }
+                }
+            };
+            let data_start = start + header_len;
+            let Some(data_end) = usize::try_from(length)
+                .ok()
+                .and_then(|n| data_start.checked_add(n))
+            else {
+                break;
+            };
+            let Some(frame_end) = data_end.checked_add(footer_len).filter(|&e| e <= all.len())
+            else {
+                break;
+            };
+            if skip_damaged && length > DIRECT_CRC_MAX {
+                break; // checked from prefix CRCs by `frame_at`
             }
+            let len = data_end - data_start;
+            let deferred = match len >= DEFERRED_CRC_FROM {
+                true => may_defer,
+                false => crcs_to_parser,
+            };
+            if !deferred && verify && format == Format::TfRecord {
+                let stored = u32::from_le_bytes(all[data_end..frame_end].try_into().unwrap());
+                if unmask(stored) != crate::crc::crc32c(&all[data_start..data_end]) {
+                    break;
+                }
+            }
+            out.push(Span {
+                pos: data_start as u64,
+                len,
+            });
+            *bytes += len;
+            start = frame_end;
         }
-        self.pos = frame_end as u64;
-        self.records += 1;
-        Some(Span {
-            pos: data_start as u64,
-            len: data_end - data_start,
-        })
+        self.records += (out.len() - before) as u64;
+        self.pos = start as u64;
     }
 
     /// Frames the record at `self.pos` and advances past it.
@@ -694,7 +783,7 @@ impl Scanner {
             kind: DamageKind::CorruptData,
             start,
             offset: data_at,
-            detail: format!("corrupted record at {data_at}: the data fails its CRC"),
+            detail: corrupt_data_detail(data_at),
         };
         let check_crc = verify && self.format == Format::TfRecord;
         if self.skip_damaged && self.win.whole().is_none() && length > STREAM_RESYNC_MAX_RECORD {

@@ -217,15 +217,21 @@ def test_reading_ahead_gives_the_same_batches(many: Path, tmp_path: Path, source
                 np.testing.assert_array_equal(batch["tags"].indices, first["tags"].indices)
 
 
-@pytest.mark.parametrize("compressed", [False, True])
-def test_damage_ahead_is_raised_after_every_record_before_it(many: Path, tmp_path: Path, compressed: bool) -> None:
+@pytest.mark.parametrize(("compressed", "batch_size", "damaged"), [
+    (False, 2000, 23_456), (True, 2000, 23_456),
+    # Threads reading a mapped file ahead check its records' CRCs as they parse them:
+    # the damaged record first in the file, first in its batch, last in the file, and in
+    # the last full batch, whose runs are parsed on every thread.
+    (False, 2000, 0), (False, 2000, 24_000), (False, 2000, 99_999), (False, 9000, 95_000)])
+def test_damage_ahead_is_raised_after_every_record_before_it(
+        many: Path, tmp_path: Path, compressed: bool, batch_size: int, damaged: int) -> None:
     # Compressed: a valid gzip stream of the damaged records, whose batches are copied out
     # of the decompressed window to be parsed while the next is inflated and framed.
     from conftest import damage_record
 
     path = tmp_path / "damaged.tfrecord"
     path.write_bytes(many.read_bytes())
-    offset = damage_record(path, 23_456)
+    offset = damage_record(path, damaged)
     if compressed:
         path = tmp_path / "damaged.tfrecord.gz"
         path.write_bytes(gzip.compress((tmp_path / "damaged.tfrecord").read_bytes(), compresslevel=1))
@@ -233,12 +239,13 @@ def test_damage_ahead_is_raised_after_every_record_before_it(many: Path, tmp_pat
         rk.set_num_threads(count)
         ids: list[int] = []
         with pytest.raises(rk.DataLossError) as error:
-            for batch in rk.read_examples(path, SPEC, batch_size=2000):
+            for batch in rk.read_examples(path, SPEC, batch_size=batch_size):
                 ids.extend(batch["id"].tolist())
-        assert ids == list(range(23_456)), count  # every intact record first, none after
+        assert ids == list(range(damaged)), count  # every intact record first, none after
         assert error.value.offset == offset and error.value.kind == "corrupt_data"
+        assert f"(record {damaged} of " in str(error.value)
         # read_table's ranges read the damaged file from a record in its middle too.
-        with pytest.raises(rk.DataLossError, match="record 23456 "):
+        with pytest.raises(rk.DataLossError, match=f"record {damaged} "):
             rk.read_table(path, SPEC)
 
 

@@ -13,8 +13,8 @@ use std::thread::JoinHandle;
 use pyo3::prelude::*;
 
 use crate::columns::{
-    columns_in_mapping, owned_columns, parse_examples_on, parse_examples_parallel, OwnedColumn,
-    ParseFailure, Request, Strings,
+    columns_in_mapping, owned_columns, parse_examples_on, parse_examples_parallel, Footers,
+    OwnedColumn, ParseFailure, Request, Strings,
 };
 use crate::error::{Error, Result};
 use crate::example::Schema;
@@ -32,6 +32,8 @@ struct Batch {
     skipped: Vec<Skipped>,
     /// Where its records end in a mapped file (0 for a stream's batch).
     end: u64,
+    /// Damage found after its records, to be reported once they are taken.
+    then: Option<Error>,
 }
 
 /// A batch as Python gets it: `payload` is the bytes of its records.
@@ -40,6 +42,7 @@ struct Handed {
     payload: usize,
     columns: Vec<PyColumn>,
     skipped: Vec<Skipped>,
+    then: Option<Error>,
 }
 
 /// Records from which a stream's batch of `bytes` objects is made on the
@@ -63,6 +66,8 @@ struct Framed {
     /// here), so that the next batch can be framed, and decompressed, while
     /// this one is parsed.
     copied: Option<Vec<u8>>,
+    /// What follows each record's payload where it is parsed.
+    footers: Footers,
 }
 
 impl Framed {
@@ -122,20 +127,54 @@ fn frame(
         }
         data
     });
+    let footers = match scanner.crcs_left_to_parser() {
+        true => Footers::Crc,
+        false => Footers::None,
+    };
     Ok(Framed {
         first: scanner.records() - spans.len() as u64,
         spans,
         skipped: scanner.take_skipped(),
         copied,
+        footers,
     })
 }
 
-/// The records of `spans` in `held` (a mapped file, or a batch copied out).
-fn records_in<'a>(held: &'a [u8], spans: &[Span]) -> Vec<&'a [u8]> {
+/// The records of `spans` in `held` (a mapped file, or a batch copied out),
+/// each with its `footers`.
+fn records_in<'a>(held: &'a [u8], spans: &[Span], footers: Footers) -> Vec<&'a [u8]> {
     spans
         .iter()
-        .map(|s| &held[s.pos as usize..s.pos as usize + s.len])
+        .map(|s| &held[s.pos as usize..s.pos as usize + s.len + footers.bytes()])
         .collect()
+}
+
+/// Parses `records` with `parse`. Where the first record that fails is one
+/// the parser found damaged (`ParseFailure::Corrupt`), the records before it
+/// are parsed again, to be handed out before the damage is reported, as
+/// framing reports damage after every intact record before it; its index
+/// comes back with them.
+fn parse_until_damage<'r, 'a, T>(
+    records: &'r [&'a [u8]],
+    parse: impl Fn(&'r [&'a [u8]]) -> std::result::Result<T, ParseFailure>,
+) -> std::result::Result<(T, Option<usize>), ParseFailure> {
+    match parse(records) {
+        Err(ParseFailure::Corrupt { index }) if index > 0 => {
+            Ok((parse(&records[..index])?, Some(index)))
+        }
+        parsed => parsed.map(|columns| (columns, None)),
+    }
+}
+
+/// The error of a parse of `framed` that failed: damage, as the scanner
+/// reports it, or the record that could not be parsed, by its index in the file.
+fn parse_error(scanner: &mut Scanner, framed: &Framed, failure: ParseFailure) -> Error {
+    match failure {
+        ParseFailure::Corrupt { index } => {
+            scanner.corrupt_payload(framed.spans[index], framed.first + index as u64)
+        }
+        failure => Error::Parse(failure.shifted(framed.first as usize)),
+    }
 }
 
 /// Records in a stream's batch from which it is copied out of the scanner's
@@ -184,6 +223,8 @@ impl Reader {
 
     /// The batch `framed` made on the caller's thread, straight into Python
     /// objects: byte strings become `bytes` without being flattened first.
+    /// (Its CRCs were checked while framing: only threads reading ahead
+    /// leave them to the parser, see `Ahead::start`.)
     fn made_for_python(&mut self, py: Python<'_>, framed: Framed, flat: bool) -> Result<Handed> {
         let scanner = &self.scanner;
         let records: Vec<&[u8]> = framed.spans.iter().map(|&s| scanner.payload(s)).collect();
@@ -193,7 +234,9 @@ impl Reader {
             false => Strings::Slices,
         };
         let columns = py
-            .detach(|| parse_examples_parallel(&records, requests, schema, strings, |c| c))
+            .detach(|| {
+                parse_examples_parallel(&records, Footers::None, requests, schema, strings, |c| c)
+            })
             .map_err(|failure| Error::Parse(failure.shifted(framed.first as usize)))?;
         // The batch's stretch of the file or window, which its values are slices of.
         let within = match (framed.spans.first(), framed.spans.last()) {
@@ -214,6 +257,7 @@ impl Reader {
             payload: framed.payload(),
             columns,
             skipped: framed.skipped,
+            then: None,
         };
         self.spare = framed.spans;
         Ok(handed)
@@ -339,7 +383,7 @@ impl Shared {
         let index = framing.next;
         framing.next += 1;
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| self.make(framing)));
-        if !matches!(&outcome, Ok(Ok(batch)) if batch.records > 0) {
+        if !matches!(&outcome, Ok(Ok(batch)) if batch.records > 0 && batch.then.is_none()) {
             self.finish();
         }
         unpoisoned(&self.made).outcomes.insert(index, outcome);
@@ -382,7 +426,7 @@ impl Shared {
             Some(first) => Ok(first),
             None => frame(scanner, left, *size, Vec::new(), true),
         };
-        let framed = match framed {
+        let mut framed = match framed {
             Ok(framed) if !framed.spans.is_empty() => framed,
             ended => {
                 framing.finished = true;
@@ -391,12 +435,11 @@ impl Shared {
                     columns: Vec::new(),
                     skipped: framed.skipped,
                     end: 0,
+                    then: None,
                 });
             }
         };
-        let (requests, schema) = (&self.requests, self.schema);
-        // Errors name the record's index in the file, not in the batch.
-        let failed = |failure: ParseFailure| Error::Parse(failure.shifted(framed.first as usize));
+        let (requests, schema, footers) = (&self.requests, self.schema, framed.footers);
         let held: Option<&[u8]> = match (&framed.copied, &self.mapping) {
             (Some(copied), _) => Some(copied),
             (None, Some(mapping)) => Some(mapping),
@@ -406,37 +449,70 @@ impl Shared {
             Some(held) => {
                 let split = self.split_of(&framing, &framed);
                 drop(framing);
-                let records = records_in(held, &framed.spans);
+                let records = records_in(held, &framed.spans, footers);
                 let columns = if self.in_mapping && framed.copied.is_none() {
                     let in_mapping = |columns| columns_in_mapping(columns, held);
                     let slices = Strings::Slices;
-                    parse_examples_on(split, &records, requests, schema, slices, in_mapping)
+                    parse_until_damage(&records, |records| {
+                        parse_examples_on(
+                            split, records, footers, requests, schema, slices, in_mapping,
+                        )
+                    })
                 } else {
                     let flat = Strings::flat_for(&records);
-                    parse_examples_on(split, &records, requests, schema, flat, owned_columns)
+                    parse_until_damage(&records, |records| {
+                        parse_examples_on(
+                            split,
+                            records,
+                            footers,
+                            requests,
+                            schema,
+                            flat,
+                            owned_columns,
+                        )
+                    })
                 };
                 self.check_mapping()?;
                 columns
             }
             None => {
                 // In the scanner's window, where the next batch would be framed
-                // over it: parsed first, on every thread.
+                // over it: parsed first, on every thread (its CRCs were checked
+                // while framing: only a mapped file's are left to the parser).
                 let scanner = &framing.scanner;
                 let records: Vec<&[u8]> =
                     framed.spans.iter().map(|&s| scanner.payload(s)).collect();
                 let flat = Strings::flat_for(&records);
-                parse_examples_parallel(&records, requests, schema, flat, owned_columns)
+                let none = Footers::None;
+                let parsed =
+                    parse_examples_parallel(&records, none, requests, schema, flat, owned_columns);
+                drop(framing);
+                parsed.map(|columns| (columns, None))
             }
         };
+        // The lock is released: errors may take it to end the scan.
+        let (columns, damaged_at) = match columns {
+            Ok(parsed) => parsed,
+            Err(failure) => return Err(parse_error(&mut self.framing().scanner, &framed, failure)),
+        };
+        let then = damaged_at.map(|k| {
+            let damage = self
+                .framing()
+                .scanner
+                .corrupt_payload(framed.spans[k], framed.first + k as u64);
+            framed.spans.truncate(k);
+            damage
+        });
         let end = match (&framed.copied, framed.spans.last()) {
             (None, Some(last)) if self.mapping.is_some() => last.pos + last.len as u64,
             _ => 0,
         };
-        columns.map_err(failed).map(|columns| Batch {
+        Ok(Batch {
             records: framed.spans.len(),
             columns,
             skipped: framed.skipped,
             end,
+            then,
         })
     }
 }
@@ -518,6 +594,9 @@ impl Ahead {
         let first_pos = first.as_ref().and_then(|f| f.spans.first()).map(|s| s.pos);
         let released = first_pos.unwrap_or_else(|| scanner.position());
         scanner.keep_from(released);
+        // The batches framed from here on are framed under a lock, one after
+        // another: payload CRCs are left to the threads that parse them.
+        scanner.leave_crcs_to_parser();
         let shared = Arc::new(Shared {
             requests,
             schema,
@@ -571,7 +650,7 @@ impl Ahead {
             .mapping
             .as_deref()
             .filter(|_| self.shared.in_mapping);
-        let end = batch.end;
+        let (end, then) = (batch.end, batch.then);
         let columns = owned_columns_out(py, batch.columns, flat, mapping.map(|m| &**m));
         if mapping.is_some() {
             self.shared.check_mapping()?;
@@ -582,6 +661,7 @@ impl Ahead {
             payload: 0, // not needed: reading ahead is decided
             columns,
             skipped: batch.skipped,
+            then,
         })
     }
 
@@ -651,6 +731,9 @@ enum State {
     Inline(Box<Reader>),
     /// Threads make the next batches while Python takes this one.
     Ahead(Ahead),
+    /// Damage found after the records of the batch handed last: reported by
+    /// the next call, as the scanner reports damage it finds.
+    Damaged(Error),
     /// The end, an error, or `close` was reached.
     Done,
 }
@@ -719,6 +802,11 @@ impl PyExampleBatches {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<(usize, Vec<PyColumn>)>> {
         crate::py::errors::guard(|| {
             let mut state = lock_shared(py, &self.state);
+            if let State::Damaged(_) = &*state {
+                if let State::Damaged(damage) = std::mem::replace(&mut *state, State::Done) {
+                    return Err(damage.into());
+                }
+            }
             // The batch framed on this thread, where it is also parsed here.
             let mut framed_here = None;
             if let State::Inline(reader) = &mut *state {
@@ -744,7 +832,7 @@ impl PyExampleBatches {
                 }
             }
             let made = match &mut *state {
-                State::Done => return Ok(None),
+                State::Done | State::Damaged(_) => return Ok(None),
                 State::Inline(reader) => {
                     let framed = framed_here.expect("framed above");
                     reader.made_for_python(py, framed, self.flat_bytes)
@@ -762,6 +850,11 @@ impl PyExampleBatches {
             if handed.records == 0 {
                 *state = State::Done;
                 return Ok(None);
+            }
+            if let Some(damage) = handed.then {
+                // Threads reading ahead stop at their next batch (see `Ahead::drop`).
+                *state = State::Damaged(damage);
+                return Ok(Some((handed.records, handed.columns)));
             }
             // A stream's batches are read ahead after one made here shows
             // whether its values are small enough.
@@ -847,6 +940,7 @@ mod timing {
                             framed.spans.iter().map(|&s| scanner.payload(s)).collect();
                         let columns = parse_examples_parallel(
                             &records,
+                            Footers::None,
                             &reader.requests,
                             reader.schema,
                             Strings::flat_for(&records),
@@ -948,7 +1042,8 @@ mod tests {
     }
 
     /// How many records `ahead` hands over, checked to be the ids from 0
-    /// on in order, until the end or an error (returned).
+    /// on in order, until the end or an error (returned), as `__next__` hands
+    /// them: damage found after a batch's records comes after them.
     fn ids_until_end(ahead: &mut Ahead) -> (i64, Option<Error>) {
         let mut read = 0;
         loop {
@@ -965,6 +1060,9 @@ mod tests {
                 &(read..read + batch.records as i64).collect::<Vec<_>>()
             );
             read += batch.records as i64;
+            if let Some(damage) = batch.then {
+                return (read, Some(damage));
+            }
         }
     }
 

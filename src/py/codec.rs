@@ -7,7 +7,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::columns::{
     owned_columns, parse_examples_parallel, parse_sequence_examples, Buffer, Column, Counts, DType,
-    FlatBytes, InMapping, KeptCounts, OwnedColumn, OwnedValues, Request, SequenceColumn, Strings,
+    FlatBytes, Footers, InMapping, KeptCounts, OwnedColumn, OwnedValues, Request, SequenceColumn,
+    Strings,
 };
 use crate::error::Error;
 use crate::example::{
@@ -392,7 +393,14 @@ pub fn parse_example_columns(
         if flat_bytes {
             let columns = py.detach(|| {
                 let flat = Strings::flat_for(&slices);
-                parse_examples_parallel(&slices, &requests, schema, flat, owned_columns)
+                parse_examples_parallel(
+                    &slices,
+                    Footers::None,
+                    &requests,
+                    schema,
+                    flat,
+                    owned_columns,
+                )
             });
             Ok(owned_columns_out(
                 py,
@@ -402,7 +410,14 @@ pub fn parse_example_columns(
             ))
         } else {
             let columns = py.detach(|| {
-                parse_examples_parallel(&slices, &requests, schema, Strings::Slices, |c| c)
+                parse_examples_parallel(
+                    &slices,
+                    Footers::None,
+                    &requests,
+                    schema,
+                    Strings::Slices,
+                    |c| c,
+                )
             });
             // Each record its own `bytes` object: no buffer holds them all.
             Ok(columns_to_py(py, columns.map_err(Error::from)?, &[]))
