@@ -222,7 +222,10 @@ def test_reading_ahead_gives_the_same_batches(many: Path, tmp_path: Path, source
     # Threads reading a mapped file ahead check its records' CRCs as they parse them:
     # the damaged record first in the file, first in its batch, last in the file, and in
     # the last full batch, whose runs are parsed on every thread.
-    (False, 2000, 0), (False, 2000, 24_000), (False, 2000, 99_999), (False, 9000, 95_000)])
+    (False, 2000, 0), (False, 2000, 24_000), (False, 2000, 99_999), (False, 9000, 95_000),
+    # A batch larger than the file: made on Python's thread, its records' CRCs checked
+    # as they are parsed on every thread all the same.
+    (False, 200_000, 0), (False, 200_000, 23_456)])
 def test_damage_ahead_is_raised_after_every_record_before_it(
         many: Path, tmp_path: Path, compressed: bool, batch_size: int, damaged: int) -> None:
     # Compressed: a valid gzip stream of the damaged records, whose batches are copied out
