@@ -445,7 +445,14 @@ impl Shared {
         } = &mut *framing;
         let framed = match first.take() {
             Some(first) => Ok(first),
-            None => frame(scanner, left, *size, Vec::new(), true),
+            None => {
+                // Room for a batch's spans up front: grown by doubling, under
+                // the lock, they made the median batch of 64 Ki records hold
+                // it 0.45-0.46 ms against 0.44, and the slowest tenth 0.59-0.65
+                // against 0.48-0.49.
+                let spans = Vec::with_capacity(size.records.min(1 << 16));
+                frame(scanner, left, *size, spans, true)
+            }
         };
         let mut framed = match framed {
             Ok(framed) if !framed.spans.is_empty() => framed,
