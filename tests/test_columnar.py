@@ -196,13 +196,17 @@ def test_one_value_per_row_matches_the_general_encoder(rows: int, keys: list, se
         assert record == rk.encode_example({key: column[row] for key, column in cols.items()}), row
 
 
-def test_large_rows_are_encoded_in_small_chunks(tmp_path: Path) -> None:
+@pytest.mark.parametrize("container", ["object array", "list"])
+def test_large_rows_are_encoded_in_small_chunks(tmp_path: Path, container: str) -> None:
     """Rows of 1 MB images: the encoder's buffers hold a few MB, not thousands of
-    rows (the memory a write takes stays far below the size of the file)."""
+    rows (the memory a write takes stays far below the size of the file). A list's
+    values are copied out a slice at a time, of about 16 MB however large the rows."""
     script = PEAK_RSS_MB + f"""
 import numpy as np, recordkit as rk
 images = np.empty(300, dtype=object)
 images[:] = [bytes([i % 251]) * (1 << 20) for i in range(300)]
+if {container!r} == "list":
+    images = images.tolist()
 labels = np.arange(300)
 base = peak_rss_mb()
 rk.write_examples({str(tmp_path / "images.tfrecord")!r}, {{"image": images, "label": labels}})
@@ -211,8 +215,9 @@ print(peak_rss_mb() - base)
     growth_mb = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
     assert (tmp_path / "images.tfrecord").stat().st_size > 300 << 20
     assert growth_mb < 100, f"writing 300 MB of rows took {growth_mb} MB more memory"
-    record = next(iter(rk.TFRecordReader(tmp_path / "images.tfrecord")))
-    assert rk.decode_example(record)["image"] == [b"\0" * (1 << 20)]
+    decoded = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "images.tfrecord")]
+    assert [d["label"][0] for d in decoded] == list(range(300))
+    assert all(d["image"] == [bytes([i % 251]) * (1 << 20)] for i, d in enumerate(decoded))
 
 
 def test_read_examples_and_count_records_take_every_source_list_files_takes(tmp_path: Path) -> None:
@@ -392,6 +397,25 @@ def test_slices_written_behind_match_the_whole_columns(tmp_path, monkeypatch, th
     assert decoded[12]["num"].dtype == np.float32 and "late" not in decoded[0]
     on_helper = {name for name in calls if name != threading.main_thread().name}
     assert on_helper == (set() if threads == 1 else {"recordkit-writer"})
+
+
+@pytest.mark.filterwarnings("ignore:column 'num'")
+def test_the_rows_read_to_measure_them_are_read_again_in_the_first_slice(tmp_path, monkeypatch) -> None:
+    # The first 16 rows measure the rows' size; 100 small rows fit one slice, read
+    # from the first row again. A float after the measured rows makes the column
+    # float in that slice, not a second kind that starts the write over.
+    from recordkit import columnar
+
+    sizes: list[int] = []
+    normalize = columnar._normalize_items
+    monkeypatch.setattr(columnar, "_normalize_items", lambda items, *a, **k: (
+        sizes.append(len(items[0][1])), normalize(items, *a, **k))[1])
+    data = {"num": [i if i != 20 else 20.5 for i in range(100)], "s": [b"v%d" % i for i in range(100)]}
+    rk.write_examples(tmp_path / "x.tfrecord", data)
+    assert sizes == [16, 100]
+    decoded = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "x.tfrecord")]
+    assert [d["num"][0] for d in decoded] == pytest.approx(data["num"])
+    assert [d["s"][0] for d in decoded] == data["s"]
 
 
 def test_an_error_in_a_later_slice_names_the_row_and_leaves_nothing(tmp_path, monkeypatch) -> None:
