@@ -613,7 +613,7 @@ def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: i
     holds each column's kind on the wire, as the first slice with values set it
     (shared by every shard); a slice of another kind, or one that raises, is
     :class:`_SlicesDiffer`."""
-    lo, size = start, min(_FIRST_SLICE_ROWS, _WRITE_SLICE_ROWS)
+    lo, size, measuring = start, min(_FIRST_SLICE_ROWS, _WRITE_SLICE_ROWS), True
     while lo < end:
         hi = min(end, lo + size)
         part = [(name, _rows_of(column, lo, hi)) for name, column in items]
@@ -624,9 +624,11 @@ def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: i
         # The next slice holds about _WRITE_SLICE_BYTES, at the rows' size so far.
         held = sum(_held_bytes(column) for column in normalized.values())
         fit = max(1, min(_WRITE_SLICE_ROWS, _WRITE_SLICE_BYTES * rows // max(held, 1)))
-        if lo == start and fit > size and hi < end:
-            size = fit  # the first rows only measured the rows' size: read them again, with more
+        if measuring and fit > size and hi < end:
+            # The first rows only measured the rows' size: read them again, with more.
+            size, measuring = fit, False
             continue
+        measuring = False
         for name, (kind, _, _, present) in normalized.items():
             if present is not None and not present.any():
                 continue  # no row has the feature: any kind will do
