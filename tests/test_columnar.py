@@ -416,6 +416,13 @@ def test_the_rows_read_to_measure_them_are_read_again_in_the_first_slice(tmp_pat
     decoded = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "x.tfrecord")]
     assert [d["num"][0] for d in decoded] == pytest.approx(data["num"])
     assert [d["s"][0] for d in decoded] == data["s"]
+    # Measured once: larger first rows, then smaller ones, read again only once.
+    sizes.clear()
+    monkeypatch.setattr(columnar, "_WRITE_SLICE_BYTES", 16_000)
+    values = [b"x" * (500 if i < 16 else 10) for i in range(100)]
+    rk.write_examples(tmp_path / "y.tfrecord", {"s": values})
+    assert sizes[0] == 16 and sizes[1] > 16 and sum(sizes[1:]) == 100, sizes
+    assert [rk.decode_example(r)["s"][0] for r in rk.TFRecordReader(tmp_path / "y.tfrecord")] == values
 
 
 def test_an_error_in_a_later_slice_names_the_row_and_leaves_nothing(tmp_path, monkeypatch) -> None:
