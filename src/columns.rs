@@ -1428,28 +1428,13 @@ pub(crate) mod tests {
             Strings::Slices,
         );
         let expected = owned_columns(after.unwrap());
+        let (none, schema, flat) = (Footers::None, Schema::TensorFlow, Strings::Flat);
         for threads in [1, 3] {
-            let flat = Strings::Flat;
-            let during = parse_examples_on(
-                threads,
-                &slices,
-                Footers::None,
-                &requests,
-                Schema::TensorFlow,
-                flat,
-                owned_columns,
-            );
-            assert_eq!(during.unwrap(), expected, "{threads} threads");
+            let parse =
+                |finish| parse_examples_on(threads, &slices, none, &requests, schema, flat, finish);
+            assert_eq!(parse(owned_columns).unwrap(), expected, "{threads} threads");
             // Runs joined as parsed, before they are owned.
-            let joined = parse_examples_on(
-                threads,
-                &slices,
-                Footers::None,
-                &requests,
-                Schema::TensorFlow,
-                flat,
-                |c| c,
-            );
+            let joined = parse_examples_on(threads, &slices, none, &requests, schema, flat, |c| c);
             assert_eq!(
                 owned_columns(joined.unwrap()),
                 expected,
@@ -1729,6 +1714,15 @@ pub(crate) mod timing {
         (records, requests)
     }
 
+    /// Parses `slices` in batches of `size` records, keeping nothing.
+    fn parse_in_batches(slices: &[&[u8]], size: usize, requests: &[Request]) {
+        for batch in slices.chunks(size) {
+            let (schema, strings) = (Schema::TensorFlow, Strings::Slices);
+            let parsed = parse_examples(batch, Footers::None, requests, schema, strings);
+            std::hint::black_box(parsed.unwrap());
+        }
+    }
+
     /// `cargo test --release columns::timing -- --ignored --nocapture --test-threads=1`
     #[test]
     #[ignore]
@@ -1739,18 +1733,7 @@ pub(crate) mod timing {
         std::hint::black_box(Vec::<u8>::with_capacity((32 << 20) - (8 << 10)));
         for size in [1024usize, 1024, 8192, 65536] {
             let start = std::time::Instant::now();
-            for chunk in slices.chunks(size) {
-                std::hint::black_box(
-                    parse_examples(
-                        chunk,
-                        Footers::None,
-                        &requests,
-                        Schema::TensorFlow,
-                        Strings::Slices,
-                    )
-                    .unwrap(),
-                );
-            }
+            parse_in_batches(&slices, size, &requests);
             let ns = start.elapsed().as_nanos() as f64 / slices.len() as f64;
             println!("parse_examples by {size}: {ns:.0} ns/record");
         }
@@ -1786,18 +1769,7 @@ pub(crate) mod timing {
     fn parse_for_callgrind() {
         let (records, requests) = tutorial_records_of(100_000);
         let slices: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
-        for chunk in slices.chunks(65536) {
-            std::hint::black_box(
-                parse_examples(
-                    chunk,
-                    Footers::None,
-                    &requests,
-                    Schema::TensorFlow,
-                    Strings::Slices,
-                )
-                .unwrap(),
-            );
-        }
+        parse_in_batches(&slices, 65536, &requests);
     }
 
     /// The CPU time this thread has used, in seconds.
