@@ -64,7 +64,8 @@ def _scratch(name: str, data: bytes) -> str:
 
 def framing(data: bytes) -> None:
     """The framing reader over the same bytes by path (mapped), file object and GZIP,
-    raising and skipping, counting, and with the compression guessed."""
+    raising and skipping, counting, and with the compression guessed; and
+    ``read_examples`` of them on one thread and on two, which must agree."""
     path = _scratch("framing.tfrecord", data)
     records = attempt(lambda: list(rk.TFRecordReader(path, compression=None)))
     if records is not None:
@@ -84,6 +85,35 @@ def framing(data: bytes) -> None:
         assert again == kept, "GZIP and plain reads of the same bytes differ"
     attempt(lambda: list(rk.TFRecordReader(path)))  # bytes that look compressed are read as such
     attempt(lambda: list(rk.OFRecordReader(path)))
+    # One thread checks CRCs while framing; with more, the threads that parse check them:
+    # the same batches, then the same error, either way. Batches of 2 are read ahead;
+    # a batch larger than the file is made on the caller's thread.
+    for batch_size in (2, 1000):
+        by_threads = []
+        for threads in (1, 2):
+            rk.set_num_threads(threads)
+            try:
+                by_threads.append(_examples_read(path, batch_size))
+            finally:
+                rk.set_num_threads(None)
+        assert by_threads[0] == by_threads[1], "read_examples differs between one thread and two"
+
+
+EXAMPLES_SPEC = {"x": rk.FixedLenFeature([], "int64", default_value=-1),
+                 "s": rk.FixedLenFeature([], "string", default_value=b"")}
+
+
+def _examples_read(path: str, batch_size: int) -> tuple[list[dict[str, list]], str]:
+    """The batches `read_examples` gives of `path` and the error it ends with, if any."""
+    batches: list[dict[str, list]] = []
+    ended = "the end"
+    try:
+        for batch in rk.read_examples(path, EXAMPLES_SPEC, batch_size=batch_size, compression=None):
+            batches.append({key: column.tolist() for key, column in batch.items()})
+    except EXPECTED as e:
+        ended = f"{type(e).__name__}: {e}"
+    OUTCOMES.append(ended.split(":")[0])
+    return batches, ended
 
 
 def wire(data: bytes) -> None:
