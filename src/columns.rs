@@ -1012,7 +1012,8 @@ fn take_entry<'a>(
 }
 
 /// Parses a batch of serialized Examples (`Schema::TensorFlow`) or OFRecords
-/// (`Schema::OneFlow`: the record is the feature map itself).
+/// (`Schema::OneFlow`: the record is the feature map itself), each followed
+/// by its `footers`.
 pub fn parse_examples<'a>(
     records: &[&'a [u8]],
     footers: Footers,
