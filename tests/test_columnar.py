@@ -423,6 +423,10 @@ def test_the_rows_read_to_measure_them_are_read_again_in_the_first_slice(tmp_pat
     rk.write_examples(tmp_path / "y.tfrecord", {"s": values})
     assert sizes[0] == 16 and sizes[1] > 16 and sum(sizes[1:]) == 100, sizes
     assert [rk.decode_example(r)["s"][0] for r in rk.TFRecordReader(tmp_path / "y.tfrecord")] == values
+    # NumPy columns are sliced in place, not copied: by rows, however large their values.
+    sizes.clear()
+    rk.write_examples(tmp_path / "z.tfrecord", {"s": np.array(values, dtype="S500")})
+    assert sizes == [100]
 
 
 def test_an_error_in_a_later_slice_names_the_row_and_leaves_nothing(tmp_path, monkeypatch) -> None:

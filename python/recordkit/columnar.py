@@ -561,7 +561,7 @@ _WRITE_SLICE_ROWS = 131072
 # values' size, and malloc reuses a slice's buffers for the next rather than
 # mapping and zeroing them afresh: 8000 images of 150 KB written from a list
 # were one slice, a copy of the whole input (peak RSS +1191 MB, 1.1-2.8 s);
-# now +56-80 MB, 0.25-0.37 s. The rows' size is not known before some are
+# now +53-80 MB, 0.25-0.37 s. The rows' size is not known before some are
 # read: the first _FIRST_SLICE_ROWS are read to measure it, and read again as
 # part of a larger first slice where more fit.
 _WRITE_SLICE_BYTES = 16 << 20
@@ -613,7 +613,10 @@ def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: i
     holds each column's kind on the wire, as the first slice with values set it
     (shared by every shard); a slice of another kind, or one that raises, is
     :class:`_SlicesDiffer`."""
-    lo, size, measuring = start, min(_FIRST_SLICE_ROWS, _WRITE_SLICE_ROWS), True
+    # Only values read out of Python objects are copied: NumPy and Arrow columns are sliced in place.
+    copying = [name for name, column in items if _read_from_objects(column)]
+    measuring = bool(copying)
+    lo, size = start, min(_FIRST_SLICE_ROWS if measuring else _WRITE_SLICE_ROWS, _WRITE_SLICE_ROWS)
     while lo < end:
         hi = min(end, lo + size)
         part = [(name, _rows_of(column, lo, hi)) for name, column in items]
@@ -622,7 +625,7 @@ def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: i
         except Exception as error:
             raise _SlicesDiffer() from error
         # The next slice holds about _WRITE_SLICE_BYTES, at the rows' size so far.
-        held = sum(_held_bytes(column) for column in normalized.values())
+        held = sum(_held_bytes(normalized[name]) for name in copying)
         fit = max(1, min(_WRITE_SLICE_ROWS, _WRITE_SLICE_BYTES * rows // max(held, 1)))
         if measuring and fit > size and hi < end:
             # The first rows only measured the rows' size: read them again, with more.
@@ -639,10 +642,17 @@ def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: i
         yield rows, normalized
 
 
+def _read_from_objects(column: Any) -> bool:
+    """Whether ``column``'s values are Python objects, which a slice copies out."""
+    if type(column).__module__.startswith("pyarrow"):
+        return False
+    return not isinstance(column, np.ndarray) or column.dtype == object
+
+
 def _held_bytes(column: Column) -> int:
-    """The memory a normalized column holds beyond the caller's values (byte
-    strings copied into one buffer, numbers, splits); a list of the caller's
-    objects counts its pointers."""
+    """The memory a column normalized from Python objects holds (byte strings
+    copied into one buffer, numbers, splits); a list of the caller's objects
+    counts its pointers."""
     _, values, splits, _ = column
     parts = values if isinstance(values, tuple) else (values,)
     held = sum(part.nbytes if isinstance(part, np.ndarray) else 8 * len(part) for part in parts)
