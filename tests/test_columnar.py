@@ -383,6 +383,7 @@ def test_slices_written_behind_match_the_whole_columns(tmp_path, monkeypatch, th
     monkeypatch.setattr(columnar, "_write", lambda *a: (calls.append(threading.current_thread().name), write(*a))[1])
     for name, slice_rows in (("one", 10**9), ("sliced", 4)):
         monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", slice_rows)
+        monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", slice_rows)
         for kind, data in (("mixed", _mixed_columns()), ("plain", {k: v for k, v in _mixed_columns().items() if k != "num"})):
             rk.set_num_threads(threads)
             try:
@@ -433,6 +434,7 @@ def test_an_error_in_a_later_slice_names_the_row_and_leaves_nothing(tmp_path, mo
     from recordkit import columnar
 
     monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", 4)
+    monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", 4)
     with pytest.raises(ValueError, match=r"column 'x', row 10: value 18446744073709551615 does not fit an int64"):
         rk.write_examples(tmp_path / "x.tfrecord", {"x": list(range(10)) + [2**64 - 1], "y": list(range(11))})
     assert os.listdir(tmp_path) == []
@@ -446,6 +448,7 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
     from recordkit import columnar
 
     monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", 4)
+    monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", 4)
     write, written = columnar._write, []
 
     def fail_third(writer, normalized, start, end, schema):
