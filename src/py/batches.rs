@@ -81,6 +81,20 @@ impl Framed {
     fn is_full(&self, size: BatchSize) -> bool {
         self.spans.len() >= size.records || self.payload() >= size.bytes
     }
+
+    /// Its record `k`: the span, and the index in the file.
+    fn record(&self, k: usize) -> (Span, u64) {
+        (self.spans[k], self.first + k as u64)
+    }
+
+    /// Ends the batch before its record `k`, where the parser found damage
+    /// (see `parse_until_damage`), and returns that record, for
+    /// `Scanner::corrupt_payload` to report once the records before it are taken.
+    fn cut_before(&mut self, k: usize) -> (Span, u64) {
+        let damaged = self.record(k);
+        self.spans.truncate(k);
+        damaged
+    }
 }
 
 /// The most payload bytes of a stream's batch copied out to be parsed while
@@ -171,7 +185,8 @@ fn parse_until_damage<'r, 'a, T>(
 fn parse_error(scanner: &mut Scanner, framed: &Framed, failure: ParseFailure) -> Error {
     match failure {
         ParseFailure::Corrupt { index } => {
-            scanner.corrupt_payload(framed.spans[index], framed.first + index as u64)
+            let (span, at) = framed.record(index);
+            scanner.corrupt_payload(span, at)
         }
         failure => Error::Parse(failure.shifted(framed.first as usize)),
     }
@@ -255,8 +270,7 @@ impl Reader {
                 return Err(parse_error(&mut self.scanner, &framed, failure));
             }
         };
-        let damaged = damaged_at.map(|k| (k, framed.spans[k]));
-        framed.spans.truncate(damaged_at.unwrap_or(usize::MAX));
+        let damaged = damaged_at.map(|k| framed.cut_before(k));
         // The batch's stretch of the file or window, which its values are slices of.
         let within = match (framed.spans.first(), framed.spans.last()) {
             (Some(first), Some(last)) => {
@@ -271,8 +285,7 @@ impl Reader {
         let columns = columns_out(py, columns, flat, within);
         // Parsed from a mapping: if the file shrank meanwhile, nothing of it is to be trusted.
         self.scanner.check_source()?;
-        let first = framed.first;
-        let then = damaged.map(|(k, span)| self.scanner.corrupt_payload(span, first + k as u64));
+        let then = damaged.map(|(span, at)| self.scanner.corrupt_payload(span, at));
         let handed = Handed {
             records: framed.spans.len(),
             payload: framed.payload(),
@@ -523,14 +536,8 @@ impl Shared {
             Ok(parsed) => parsed,
             Err(failure) => return Err(parse_error(&mut self.framing().scanner, &framed, failure)),
         };
-        let then = damaged_at.map(|k| {
-            let damage = self
-                .framing()
-                .scanner
-                .corrupt_payload(framed.spans[k], framed.first + k as u64);
-            framed.spans.truncate(k);
-            damage
-        });
+        let damaged = damaged_at.map(|k| framed.cut_before(k));
+        let then = damaged.map(|(span, at)| self.framing().scanner.corrupt_payload(span, at));
         let end = match (&framed.copied, framed.spans.last()) {
             (None, Some(last)) if self.mapping.is_some() => last.pos + last.len as u64,
             _ => 0,
