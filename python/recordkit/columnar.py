@@ -564,7 +564,8 @@ _WRITE_SLICE_ROWS = 131072
 # - The bytes keep memory bounded whatever the values' size, and let malloc
 #   reuse a slice's buffers for the next rather than map and zero them afresh:
 #   8000 images of 150 KB written from a list were one slice, a copy of the
-#   whole input (peak RSS +1191 MB, 1.1-2.8 s); now +53-80 MB, 0.25-0.37 s.
+#   whole input (peak RSS +1191 MB, 0.31-2.9 s a write); now +53-80 MB,
+#   0.25-0.37 s in most writes.
 # - The rows' size is not known before some are read: the first
 #   _FIRST_SLICE_ROWS are read to measure it, and read again as part of a
 #   larger first slice where more fit.
