@@ -703,6 +703,108 @@ pub enum Values<'a> {
     Int64(&'a [i64]),
 }
 
+impl<'a> Values<'a> {
+    /// Values `start..end`.
+    pub fn range(&self, start: usize, end: usize) -> Values<'a> {
+        match *self {
+            Values::Bytes(v) => Values::Bytes(&v[start..end]),
+            Values::Offsets(v) => Values::Offsets(v.range(start, end)),
+            Values::FixedBytes { data, width } => Values::FixedBytes {
+                data: &data[start * width..end * width],
+                width,
+            },
+            Values::Float(v) => Values::Float(&v[start..end]),
+            Values::Double(v) => Values::Double(&v[start..end]),
+            Values::Int32(v) => Values::Int32(&v[start..end]),
+            Values::Int64(v) => Values::Int64(&v[start..end]),
+        }
+    }
+
+    /// The most bytes these values take in a list message, beside its header.
+    fn put_bound(&self) -> usize {
+        // A byte string: its tag, its length's varint and its bytes.
+        let strings = |count: usize, bytes: usize| count * (1 + MAX_VARINT) + bytes;
+        match self {
+            Values::Bytes(v) => strings(v.len(), v.iter().map(|b| b.len()).sum()),
+            Values::Offsets(v) => strings(v.len(), v.byte_len(0, v.len())),
+            Values::FixedBytes { data, width } => strings(data.len() / (*width).max(1), data.len()),
+            Values::Float(v) => 4 * v.len(),
+            Values::Double(v) => 8 * v.len(),
+            // A negative int32 is sign-extended to ten bytes, as protobuf does.
+            Values::Int32(v) => MAX_VARINT * v.len(),
+            Values::Int64(v) => MAX_VARINT * v.len(),
+        }
+    }
+
+    /// Writes the list message's contents (what [`Values::put_list`] writes) at
+    /// `out[pos..]`, given the packed payload's size, and returns the position
+    /// after them. `out` has [`ROW_SLACK`] bytes to spare past them: a short
+    /// byte string is moved as one 16-byte block where its source allows.
+    #[inline]
+    fn put_list_at(&self, out: &mut [u8], pos: usize, packed_len: usize) -> usize {
+        #[inline(always)]
+        fn put_string(out: &mut [u8], pos: usize, value: &[u8], readable: &[u8]) -> usize {
+            out[pos] = 0x0a;
+            let at = put_varint_at(out, pos + 1, value.len() as u64);
+            if value.len() <= 16 && readable.len() >= 16 {
+                out[at..at + 16].copy_from_slice(&readable[..16]);
+            } else {
+                out[at..at + value.len()].copy_from_slice(value);
+            }
+            at + value.len()
+        }
+        match *self {
+            Values::Bytes(v) => v.iter().fold(pos, |at, b| put_string(out, at, b, b)),
+            Values::Offsets(v) => (0..v.len()).fold(pos, |at, i| {
+                let (value, readable) = v.get(i);
+                put_string(out, at, value, readable)
+            }),
+            Values::FixedBytes { data, width } => {
+                (0..data.len() / width.max(1)).fold(pos, |at, i| {
+                    let (value, readable) = fixed_cell(data, width, i);
+                    put_string(out, at, value, readable)
+                })
+            }
+            _ if self.is_empty() => pos,
+            _ => {
+                out[pos] = 0x0a;
+                let at = put_varint_at(out, pos + 1, packed_len as u64);
+                let end = at + packed_len;
+                match *self {
+                    Values::Float(v) => {
+                        let cells = out[at..end].chunks_exact_mut(4);
+                        cells
+                            .zip(v)
+                            .for_each(|(c, x)| c.copy_from_slice(&x.to_le_bytes()));
+                        end
+                    }
+                    Values::Double(v) => {
+                        let cells = out[at..end].chunks_exact_mut(8);
+                        cells
+                            .zip(v)
+                            .for_each(|(c, x)| c.copy_from_slice(&x.to_le_bytes()));
+                        end
+                    }
+                    Values::Int32(v) => v
+                        .iter()
+                        .fold(at, |at, &x| put_varint_at(out, at, i64::from(x) as u64)),
+                    Values::Int64(v) => v.iter().fold(at, |at, &x| {
+                        if (0..0x80).contains(&x) {
+                            out[at] = x as u8;
+                            at + 1
+                        } else {
+                            put_varint_at(out, at, x as u64)
+                        }
+                    }),
+                    Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => {
+                        unreachable!()
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Values<'_> {
     pub fn kind(&self) -> Kind {
         match self {
@@ -853,7 +955,7 @@ impl EntryLayout {
     }
 }
 
-/// A column holding exactly one value in every row: what [`ScalarRowPlan`] encodes.
+/// A column holding exactly one value in every row, as [`RowPlan`] encodes it.
 #[derive(Clone, Copy, Debug)]
 pub enum ScalarValues<'a> {
     Int64(&'a [i64]),
@@ -908,7 +1010,7 @@ fn bytes_entry_sizes(layout: &EntryLayout, len: usize) -> (usize, usize, usize) 
     (list, feature, entry)
 }
 
-/// Bytes that [`ScalarRowPlan::put_row`] may write past a row's end: short
+/// Bytes that [`RowPlan::put_row`] may write past a row's end: short
 /// prefixes are copied as one fixed-size block (two vector moves, not a
 /// `memcpy` call), whose tail the next field then overwrites.
 pub const ROW_SLACK: usize = 32;
@@ -950,26 +1052,81 @@ fn put_varint_at(out: &mut [u8], mut pos: usize, mut value: u64) -> usize {
     pos + 1
 }
 
-/// Encodes rows whose every feature holds exactly one value (the common
-/// tabular case) in one pass, from bytes prepared once per column: a float
-/// entry is a constant prefix and 4 bytes; an int64 entry one of ten prefixes
-/// (by the varint's length) and the varint; a short byte string a prefix whose
-/// four length bytes are its length plus constants. Bytes identical to [`put_row`]'s.
-pub struct ScalarRowPlan<'a> {
-    columns: Vec<ScalarColumn<'a>>,
+/// A column to encode: its values, and which of them each row holds.
+#[derive(Clone, Copy, Debug)]
+pub struct ColumnValues<'a> {
+    pub values: Values<'a>,
+    /// Row `r` holds values `splits[r]..splits[r + 1]`: rising, from 0 to the
+    /// values' count (the caller checks).
+    pub splits: &'a [i64],
+    /// Rows that hold the feature at all (None: every row); a row without it
+    /// has no entry.
+    pub present: Option<&'a [bool]>,
+}
+
+impl ColumnValues<'_> {
+    /// Whether every row holds exactly one value.
+    fn one_each(&self) -> bool {
+        self.present.is_none() && self.splits.iter().enumerate().all(|(i, &s)| s == i as i64)
+    }
+}
+
+/// Encodes rows of columns in one pass, from bytes prepared once per column
+/// and written in place, with no growth checks. Where a column holds exactly
+/// one value in every row (the common tabular case), a float entry is a
+/// constant prefix and 4 bytes; an int64 entry one of ten prefixes (by the
+/// varint's length) and the varint; a short byte string a prefix whose four
+/// length bytes are its length plus constants. Other columns (lists, missing
+/// features) have their lengths computed per row. Bytes identical to [`put_row`]'s.
+pub struct RowPlan<'a> {
+    columns: Vec<PlannedColumn<'a>>,
     wrap: bool,
-    /// The most bytes a row takes beside its byte strings.
+    /// The most bytes a row takes beside its values of varying size.
     row_bound: usize,
 }
 
 /// One column's values with the bytes prepared for them.
-enum ScalarColumn<'a> {
+enum PlannedColumn<'a> {
     Float(Prefix, &'a [f32]),
     /// Prefixes for varint lengths 1 to 10 (index 0 unused).
     Int64(Vec<Prefix>, &'a [i64]),
     Bytes(BytesPlan, &'a [&'a [u8]]),
     Offsets(BytesPlan, OffsetBytes<'a>),
     FixedBytes(BytesPlan, &'a [u8], usize),
+    /// Any other column: lists, missing features, OneFlow's kinds.
+    List(EntryLayout, ColumnValues<'a>),
+}
+
+impl PlannedColumn<'_> {
+    /// Writes `column`'s entry for row `row` (nothing where the row lacks the
+    /// feature) at `out[pos..]` and returns the position after it.
+    #[inline]
+    fn put_list(
+        layout: &EntryLayout,
+        column: &ColumnValues<'_>,
+        out: &mut [u8],
+        pos: usize,
+        row: usize,
+    ) -> usize {
+        if column.present.is_some_and(|present| !present[row]) {
+            return pos;
+        }
+        let values = column
+            .values
+            .range(column.splits[row] as usize, column.splits[row + 1] as usize);
+        let (packed, list) = values.sizes();
+        let feature = 1 + varint_len(list as u64) + list;
+        let key = &layout.key_field;
+        let entry = key.len() + 1 + varint_len(feature as u64) + feature;
+        out[pos] = 0x0a;
+        let mut at = put_varint_at(out, pos + 1, entry as u64);
+        out[at..at + key.len()].copy_from_slice(key);
+        out[at + key.len()] = 0x12;
+        at = put_varint_at(out, at + key.len() + 1, feature as u64);
+        out[at] = layout.tag;
+        at = put_varint_at(out, at + 1, list as u64);
+        values.put_list_at(out, at, packed)
+    }
 }
 
 /// A bytes entry. Values shorter than `short_below` bytes make every length
@@ -1059,46 +1216,53 @@ fn fixed_cell(data: &[u8], width: usize, row: usize) -> (&[u8], &[u8]) {
 /// The most bytes a varint takes.
 const MAX_VARINT: usize = 10;
 
-impl<'a> ScalarRowPlan<'a> {
-    /// The plan for `values` under `layouts` (both in key order); with
+impl<'a> RowPlan<'a> {
+    /// The plan for `columns` under `layouts` (both in key order); with
     /// `wrap`, rows are Examples, else bare feature maps.
-    pub fn new(layouts: &[&EntryLayout], values: &[ScalarValues<'a>], wrap: bool) -> Self {
+    pub fn new(layouts: &[&EntryLayout], columns: &[ColumnValues<'a>], wrap: bool) -> Self {
         let mut row_bound = 1 + MAX_VARINT; // the Example's wrapper
         let columns = layouts
             .iter()
-            .zip(values)
-            .map(|(layout, v)| {
-                let (column, bound) = match *v {
-                    ScalarValues::Float(x) => {
+            .zip(columns)
+            .map(|(layout, c)| {
+                let scalar = c.one_each().then(|| ScalarValues::of(c.values)).flatten();
+                let (column, bound) = match scalar {
+                    Some(ScalarValues::Float(x)) => {
                         let prefix = Prefix::new(scalar_prefix(layout, 4));
                         let bound = prefix.len + 4;
-                        (ScalarColumn::Float(prefix, x), bound)
+                        (PlannedColumn::Float(prefix, x), bound)
                     }
-                    ScalarValues::Int64(x) => {
+                    Some(ScalarValues::Int64(x)) => {
                         let prefixes: Vec<Prefix> = (0..=MAX_VARINT)
                             .map(|n| Prefix::new(scalar_prefix(layout, n)))
                             .collect();
                         let bound = prefixes[MAX_VARINT].len + MAX_VARINT;
-                        (ScalarColumn::Int64(prefixes, x), bound)
+                        (PlannedColumn::Int64(prefixes, x), bound)
                     }
-                    ScalarValues::Bytes(x) => (
-                        ScalarColumn::Bytes(BytesPlan::new(layout), x),
+                    Some(ScalarValues::Bytes(x)) => (
+                        PlannedColumn::Bytes(BytesPlan::new(layout), x),
                         bytes_bound(layout),
                     ),
-                    ScalarValues::Offsets(x) => (
-                        ScalarColumn::Offsets(BytesPlan::new(layout), x),
+                    Some(ScalarValues::Offsets(x)) => (
+                        PlannedColumn::Offsets(BytesPlan::new(layout), x),
                         bytes_bound(layout),
                     ),
-                    ScalarValues::FixedBytes { data, width } => (
-                        ScalarColumn::FixedBytes(BytesPlan::new(layout), data, width),
+                    Some(ScalarValues::FixedBytes { data, width }) => (
+                        PlannedColumn::FixedBytes(BytesPlan::new(layout), data, width),
                         bytes_bound(layout) + width,
+                    ),
+                    // 0a [entry] key 12 [feature] tag [list] 0a [packed]: the
+                    // values themselves are bounded per range of rows.
+                    None => (
+                        PlannedColumn::List((*layout).clone(), *c),
+                        layout.key_field.len() + 4 + 4 * MAX_VARINT,
                     ),
                 };
                 row_bound += bound;
                 column
             })
             .collect();
-        ScalarRowPlan {
+        RowPlan {
             columns,
             wrap,
             row_bound,
@@ -1112,8 +1276,12 @@ impl<'a> ScalarRowPlan<'a> {
             .columns
             .iter()
             .map(|c| match c {
-                ScalarColumn::Bytes(_, x) => x[rows.clone()].iter().map(|b| b.len()).sum(),
-                ScalarColumn::Offsets(_, x) => x.byte_len(rows.start, rows.end),
+                PlannedColumn::Bytes(_, x) => x[rows.clone()].iter().map(|b| b.len()).sum(),
+                PlannedColumn::Offsets(_, x) => x.byte_len(rows.start, rows.end),
+                PlannedColumn::List(_, c) => {
+                    let (start, end) = (c.splits[rows.start], c.splits[rows.end]);
+                    c.values.range(start as usize, end as usize).put_bound()
+                }
                 _ => 0,
             })
             .sum();
@@ -1130,25 +1298,26 @@ impl<'a> ScalarRowPlan<'a> {
         let mut pos = start;
         for column in &self.columns {
             pos = match column {
-                ScalarColumn::Float(prefix, x) => {
+                PlannedColumn::Float(prefix, x) => {
                     let at = prefix.put(out, pos);
                     out[at..at + 4].copy_from_slice(&x[row].to_le_bytes());
                     at + 4
                 }
-                ScalarColumn::Int64(prefixes, x) => {
+                PlannedColumn::Int64(prefixes, x) => {
                     let value = x[row] as u64;
                     let at = prefixes[varint_len(value)].put(out, pos);
                     put_varint_at(out, at, value)
                 }
-                ScalarColumn::Bytes(plan, x) => plan.put(out, pos, x[row], x[row]),
-                ScalarColumn::Offsets(plan, x) => {
+                PlannedColumn::Bytes(plan, x) => plan.put(out, pos, x[row], x[row]),
+                PlannedColumn::Offsets(plan, x) => {
                     let (value, readable) = x.get(row);
                     plan.put(out, pos, value, readable)
                 }
-                ScalarColumn::FixedBytes(plan, data, width) => {
+                PlannedColumn::FixedBytes(plan, data, width) => {
                     let (value, readable) = fixed_cell(data, *width, row);
                     plan.put(out, pos, value, readable)
                 }
+                PlannedColumn::List(layout, c) => PlannedColumn::put_list(layout, c, out, pos, row),
             };
         }
         if !self.wrap {
@@ -1460,7 +1629,7 @@ mod tests {
     }
 
     #[test]
-    fn scalar_row_plan_writes_what_put_row_writes() {
+    fn row_plan_writes_scalars_as_put_row_does() {
         let ints: Vec<i64> = vec![0, 1, 127, 128, -1, i64::MAX, i64::MIN, 300, 1 << 35];
         let floats: Vec<f32> = (0..ints.len()).map(|i| i as f32 * 0.25 - 1.0).collect();
         let long = [b'z'; 200]; // a two-byte length
@@ -1523,17 +1692,27 @@ mod tests {
                 .map(|(k, kind)| EntryLayout::new(k, Some(kind), schema).unwrap())
                 .collect();
             let refs: Vec<&EntryLayout> = layouts.iter().collect();
+            let one_each: Vec<i64> = (0..=ints.len() as i64).collect();
             let columns = [
-                ScalarValues::Bytes(&blobs),
-                ScalarValues::Float(&floats),
-                ScalarValues::Int64(&ints),
-                ScalarValues::FixedBytes {
+                Values::Bytes(&blobs),
+                Values::Float(&floats),
+                Values::Int64(&ints),
+                Values::FixedBytes {
                     data: &fixed,
                     width,
                 },
-                ScalarValues::Offsets(offset_bytes),
-            ];
-            let plan = ScalarRowPlan::new(&refs, &columns, wrap);
+                Values::Offsets(offset_bytes),
+            ]
+            .map(|values| ColumnValues {
+                values,
+                splits: &one_each,
+                present: None,
+            });
+            let plan = RowPlan::new(&refs, &columns, wrap);
+            assert!(plan
+                .columns
+                .iter()
+                .all(|c| !matches!(c, PlannedColumn::List(..))));
             for row in 0..ints.len() {
                 let mut planned = vec![0xee; plan.bound(row..row + 1) + ROW_SLACK];
                 let len = plan.put_row(&mut planned, row);
@@ -1557,6 +1736,104 @@ mod tests {
                 put_row(&mut generic, &entries, wrap, &mut Vec::new());
                 assert_eq!(planned, generic, "row {row}, width {width}, wrap {wrap}");
             }
+        }
+    }
+
+    #[test]
+    fn row_plan_writes_lists_and_missing_features_as_put_row_does() {
+        // Rows of 0 to 5 values (row 2 lacks every feature), values at the
+        // edges of their encodings: negative ints take ten bytes, a 200-byte
+        // string a two-byte length, strings near the data's end too close for
+        // a 16-byte move.
+        let splits: Vec<i64> = vec![0, 1, 4, 4, 4, 9, 11];
+        let present = [true, true, false, true, true, true];
+        let rows = present.len();
+        let ints: Vec<i64> = vec![0, -1, 127, 128, i64::MIN, 300, 1 << 35, 5, -7, 1, 2];
+        let int32s: Vec<i32> = ints.iter().map(|&x| x as i32).collect();
+        let floats: Vec<f32> = (0..ints.len()).map(|i| i as f32 - 2.5).collect();
+        let doubles: Vec<f64> = floats.iter().map(|&x| f64::from(x) / 3.0).collect();
+        let long = [b'y'; 200];
+        let blobs: Vec<&[u8]> = (0..ints.len())
+            .map(|i| {
+                if i == 5 {
+                    &long[..]
+                } else {
+                    &b"abcdefghijklmnopq"[..(i * 5) % 18]
+                }
+            })
+            .collect();
+        let data: Vec<u8> = blobs.concat();
+        let offsets: Vec<i64> = std::iter::once(0)
+            .chain(blobs.iter().scan(0, |end, b| {
+                *end += b.len() as i64;
+                Some(*end)
+            }))
+            .collect();
+        let offset_bytes = OffsetBytes::new(&offsets, &data).unwrap();
+        let width = 3;
+        let fixed: Vec<u8> = (0..ints.len())
+            .flat_map(|i| [b'a', if i % 2 == 0 { 0 } else { b'b' }, 0])
+            .collect();
+        let long_key = [b'k'; 130];
+        for (schema, wrap) in [(Schema::TensorFlow, true), (Schema::OneFlow, false)] {
+            let mut columns: Vec<(&[u8], Values<'_>)> = vec![
+                (&long_key, Values::Bytes(&blobs)),
+                (b"f", Values::Float(&floats)),
+                (b"i", Values::Int64(&ints)),
+                (b"o", Values::Offsets(offset_bytes)),
+                (
+                    b"s",
+                    Values::FixedBytes {
+                        data: &fixed,
+                        width,
+                    },
+                ),
+            ];
+            if schema == Schema::OneFlow {
+                columns.extend([
+                    (&b"t"[..], Values::Int32(&int32s)),
+                    (b"u", Values::Double(&doubles)),
+                ]);
+            }
+            let layouts: Vec<EntryLayout> = columns
+                .iter()
+                .map(|(key, v)| EntryLayout::new(key, Some(v.kind()), schema).unwrap())
+                .collect();
+            let refs: Vec<&EntryLayout> = layouts.iter().collect();
+            let planned: Vec<ColumnValues<'_>> = columns
+                .iter()
+                .map(|&(_, values)| ColumnValues {
+                    values,
+                    splits: &splits,
+                    present: Some(&present),
+                })
+                .collect();
+            let plan = RowPlan::new(&refs, &planned, wrap);
+            for row in 0..rows {
+                let mut out = vec![0xee; plan.bound(row..row + 1) + ROW_SLACK];
+                let len = plan.put_row(&mut out, row);
+                out.truncate(len);
+                let (start, end) = (splits[row] as usize, splits[row + 1] as usize);
+                let entries: Vec<(&EntryLayout, Option<Values<'_>>)> = if present[row] {
+                    layouts
+                        .iter()
+                        .zip(&columns)
+                        .map(|(l, (_, v))| (l, Some(v.range(start, end))))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let mut expected = Vec::new();
+                put_row(&mut expected, &entries, wrap, &mut Vec::new());
+                assert_eq!(out, expected, "row {row}, wrap {wrap}");
+            }
+            // All rows at once, in a buffer of exactly the bound: back to back.
+            let mut all = vec![0xee; plan.bound(0..rows) + ROW_SLACK];
+            let mut pos = 0;
+            for row in 0..rows {
+                pos += plan.put_row(&mut all[pos..], row);
+            }
+            assert!(pos <= plan.bound(0..rows));
         }
     }
 

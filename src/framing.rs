@@ -84,14 +84,6 @@ pub fn header_len(format: Format) -> usize {
     format.header_len() as usize
 }
 
-/// Turns the end of `buf` from `start` on, which holds `header_len(format)`
-/// reserved bytes followed by a payload, into a whole frame in place (header
-/// filled in, footer appended), so that many frames are written with one call.
-pub fn seal_frame_at(buf: &mut Vec<u8>, start: usize, format: Format) {
-    buf.resize(buf.len() + format.footer_len() as usize, 0);
-    seal_frame(&mut buf[start..], format);
-}
-
 /// Fills in the header and footer of `frame`, a whole frame's bytes whose
 /// payload is already in place.
 #[inline]
@@ -1134,7 +1126,8 @@ mod tests {
             }
             let mut buf = vec![0; header_len(format)];
             buf.extend_from_slice(data);
-            seal_frame_at(&mut buf, 0, format);
+            buf.resize(buf.len() + format.footer_len() as usize, 0);
+            seal_frame(&mut buf, format);
             assert_eq!(buf, expected);
         }
     }
@@ -1330,7 +1323,8 @@ mod timing {
                     true,
                     &mut scratch,
                 );
-                seal_frame_at(&mut frame, 0, Format::TfRecord);
+                frame.resize(frame.len() + 4, 0);
+                seal_frame(&mut frame, Format::TfRecord);
                 sink.write_all(&frame).unwrap();
             }
             sink.flush().unwrap();

@@ -165,6 +165,30 @@ def test_pandas_columns_backed_by_arrow_or_a_mask(tmp_path: Path) -> None:
     ]
 
 
+def test_pd_na_is_a_missing_feature_in_lists_and_object_arrays(tmp_path: Path) -> None:
+    # pandas' marker of a missing value, wherever a row may be None: in string
+    # columns stored as Python objects (handed over as they are, not through
+    # Arrow), in lists, in object arrays, and in rows that are NumPy arrays
+    # (read by the general path).
+    pd = pytest.importorskip("pandas")
+    objects = np.empty(3, dtype=object)
+    objects[:] = [b"x", pd.NA, b"z"]
+    frame = pd.DataFrame({"text": pd.array(["a", pd.NA, "c"], dtype="string[python]")})
+    columns = {
+        "text": frame["text"],
+        "tags": [["p"], pd.NA, ["q", "r"]],
+        "objects": objects,
+        "arrays": [np.array([1, 2]), pd.NA, np.array([3])],
+    }
+    [path] = rk.write_examples(tmp_path / "na.tfrecord", columns)
+    decoded = [{k: list(v) for k, v in rk.decode_example(r).items()} for r in rk.TFRecordReader(path)]
+    assert decoded == [
+        {"text": [b"a"], "tags": [b"p"], "objects": [b"x"], "arrays": [1, 2]},
+        {},
+        {"text": [b"c"], "tags": [b"q", b"r"], "objects": [b"z"], "arrays": [3]},
+    ]
+
+
 _keys = st.text("abcdefghij_", min_size=1, max_size=130)
 
 
@@ -194,6 +218,64 @@ def test_one_value_per_row_matches_the_general_encoder(rows: int, keys: list, se
         written = list(rk.TFRecordReader(path))
     for row, record in enumerate(written):
         assert record == rk.encode_example({key: column[row] for key, column in cols.items()}), row
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 30),
+    keys=st.lists(_keys, min_size=1, max_size=4, unique=True),
+    seed=st.integers(0, 2**32 - 1),
+    oneflow=st.booleans(),
+)
+def test_lists_and_missing_features_match_the_general_encoder(rows: int, keys: list, seed: int, oneflow: bool) -> None:
+    """Columns of lists (0 to 6 values a row), rows without the feature, and
+    2-D arrays take the row plan's list entries in Rust; every row must still be
+    the bytes the per-record encoder gives, for Examples and OFRecords alike."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 7, rows)
+    missing = rng.random(rows) < 0.3
+
+    def rows_of(draw) -> list:
+        return [None if gone else draw(int(n)) for n, gone in zip(counts, missing)]
+
+    dtypes = [np.int64, np.float32] + ([np.int32, np.float64] if oneflow else [])
+    python_float = np.float64 if oneflow else np.float32  # an Example stores float32
+    # (column, the dtype each row's values are written as)
+    makers = [
+        lambda _: (rows_of(lambda n: (rng.integers(-(2**31), 2**31, n) << int(rng.integers(0, 33))).tolist()), np.int64),
+        lambda _: (rows_of(lambda n: rng.standard_normal(n).tolist()), python_float),
+        lambda dtype: (rows_of(lambda n: (rng.standard_normal(n) * 1e6).astype(dtype)), dtype),
+        lambda _: (rows_of(lambda n: [rng.bytes(int(k)) for k in rng.integers(0, 300, n)]), object),
+        lambda _: (rows_of(lambda n: ["é" * int(k) for k in rng.integers(0, 20, n)]), object),
+        lambda dtype: ((rng.standard_normal((rows, int(rng.integers(0, 4)))) * 1e6).astype(dtype), dtype),
+    ]
+    cols, written_as = {}, {}
+    for key in keys:
+        dtype = dtypes[int(rng.integers(0, len(dtypes)))]
+        maker = int(rng.integers(0, len(makers)))
+        cols[key], written_as[key] = makers[maker](dtype)
+        if maker in (0, 1, 3, 4) and not any(c for c in cols[key] if c is not None):
+            written_as[key] = python_float  # no value to tell the kind: NumPy's default, float
+    encode = rk.encode_ofrecord if oneflow else rk.encode_example
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # float64 stored as float32 in Examples
+        bare = [row for row in range(rows) if all(isinstance(c, list) and c[row] is None for c in cols.values())]
+        if oneflow and bare:
+            # An empty OFRecord, which OneFlow cannot read: refused, nothing kept.
+            with pytest.raises(ValueError, match=f"^row {bare[0]}: no column has a value"):
+                rk.write_ofrecords(Path(folder) / "ds", cols)
+            assert not [f for _, _, files in os.walk(folder) for f in files]
+            return
+        if oneflow:
+            [path] = rk.write_ofrecords(Path(folder) / "ds", cols)
+            written = list(rk.OFRecordReader(path))
+        else:
+            [path] = rk.write_examples(Path(folder) / "lists.tfrecord", cols)
+            written = list(rk.TFRecordReader(path))
+    assert len(written) == rows
+    for row, record in enumerate(written):
+        expected = {key: np.asarray(c[row], dtype=written_as[key]) for key, c in cols.items() if c[row] is not None}
+        assert record == encode(expected), row
 
 
 @pytest.mark.parametrize("container", ["object array", "list"])
@@ -400,6 +482,31 @@ def test_slices_written_behind_match_the_whole_columns(tmp_path, monkeypatch, th
     assert on_helper == (set() if threads == 1 else {"recordkit-writer"})
 
 
+@pytest.mark.parametrize("source", ["lists", "arrow", "convert"])
+def test_an_ofrecord_row_without_any_value_is_refused_naming_it(tmp_path, monkeypatch, source) -> None:
+    # OneFlow's reader refuses an empty OFRecord, which a row that every column
+    # leaves out would be: refused before it is written, named by its row in
+    # the whole input, in a later slice of the second part.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from recordkit import columnar
+
+    for constant in ("_WRITE_SLICE_ROWS", "_OBJECT_SLICE_ROWS"):
+        monkeypatch.setattr(columnar, constant, 32)
+    ids = [None if i == 250 else i for i in range(300)]
+    names = [None if i in (7, 250) else f"n{i}" for i in range(300)]
+    message = "^row 250: no column has a value, and an OFRecord cannot be empty"
+    if source == "convert":
+        pq.write_table(pa.table({"id": ids, "name": names}), tmp_path / "rows.parquet")
+        with pytest.raises(ValueError, match=message):
+            rk.convert(tmp_path / "rows.parquet", tmp_path / "ds", destination_format="ofrecord", progress=False)
+    else:
+        columns = {"id": ids, "name": names}
+        with pytest.raises(ValueError, match=message):
+            rk.write_ofrecords(tmp_path / "ds", pa.table(columns) if source == "arrow" else columns, num_parts=2)
+    assert not [f for _, _, files in os.walk(tmp_path / "ds") for f in files]
+
+
 @pytest.mark.filterwarnings("ignore:column 'num'")
 def test_the_rows_read_to_measure_them_are_read_again_in_the_first_slice(tmp_path, monkeypatch) -> None:
     # The first 16 rows measure the rows' size; 100 small rows fit one slice, read
@@ -451,10 +558,10 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
     monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", 4)
     write, written = columnar._write, []
 
-    def fail_third(writer, normalized, start, end, schema):
+    def fail_third(writer, normalized, start, end, schema, rows_before=0):
         if len(written) == 2:
             raise OSError(28, "No space left on device")
-        write(writer, normalized, start, end, schema)
+        write(writer, normalized, start, end, schema, rows_before)
         written.append(end - start)
 
     monkeypatch.setattr(columnar, "_write", fail_third)

@@ -358,10 +358,11 @@ def _from_python_values(name: str, rows: list | _ListRows | np.ndarray, schema: 
 
 def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None) -> tuple[int, Column]:
     """A list of per-row values (scalars, lists, arrays, or None for a missing feature)."""
-    present = np.array([v is not None for v in rows_list], dtype=bool)
+    na = _pandas_na()
+    present = np.array([v is not None and v is not na for v in rows_list], dtype=bool)
     pieces = []
-    for v in rows_list:
-        if v is None:
+    for v, has in zip(rows_list, present):
+        if not has:
             pieces.append(np.empty(0))
         elif isinstance(v, (bytes, str, bytearray)):
             pieces.append(np.array([v], dtype=object))
@@ -370,8 +371,8 @@ def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None
             if piece.dtype.kind in "SU" and not isinstance(v, np.ndarray):
                 piece = np.array(v, dtype=object)  # as above: keep trailing NULs
             pieces.append(piece.reshape(-1))
-    lengths = np.array([len(p) if v is not None else 0 for p, v in zip(pieces, rows_list)], dtype=np.int64)
-    typed = [p for p, v in zip(pieces, rows_list) if v is not None and len(p)]
+    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+    typed = [p for p in pieces if len(p)]
     if typed:
         kinds = {p.dtype.kind for p in typed}
         if kinds & set("OSU"):
@@ -385,13 +386,28 @@ def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None
     return len(rows_list), (kind, values, splits, None if present.all() else present)
 
 
+def _pandas_na() -> Any:
+    """``pd.NA`` where pandas is imported (no value can be it before), else None."""
+    pandas = sys.modules.get("pandas")
+    return getattr(pandas, "NA", None)
+
+
 def _pandas_values(series: Any) -> Any:
     """A pandas column for the writer. NumPy-backed columns as their NumPy array;
-    the others (pandas' strings since 3.0, ``ArrowDtype``, ``Int64``, categoricals
-    ...) as the Arrow array pyarrow makes of them: no Python object per value, and
-    a missing value is a missing feature."""
+    strings stored as Python objects (``string[python]``) as the object array
+    that holds them, missing values as ``pd.NA`` or None (read in Rust like any
+    object array, where pyarrow would convert each string); the others (pandas'
+    strings since 3.0, ``ArrowDtype``, ``Int64``, categoricals ...) as the Arrow
+    array pyarrow makes of them: no Python object per value. A missing value is
+    a missing feature."""
     if isinstance(series.dtype, np.dtype):
         return series.to_numpy()
+    import pandas as pd
+
+    if isinstance(series.dtype, pd.StringDtype) and series.dtype.storage == "python":
+        if series.dtype.na_value is pd.NA:
+            return np.asarray(series.array)  # pandas' own array of str and pd.NA: no copy
+        return series.to_numpy(dtype=object, na_value=None)  # pandas 3's "str" marks them NaN
     import pyarrow as pa
 
     return pa.Array.from_pandas(series)
@@ -529,7 +545,9 @@ def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str]
     return rows, out
 
 
-def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema: str) -> None:
+def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema: str, rows_before: int = 0) -> None:
+    """Encodes and writes rows ``start:end`` of normalized columns; an error names
+    its row counted from the first of the input, ``rows_before`` rows before ``columns``."""
     batch = []
     rebased: dict[int, np.ndarray] = {}  # columns sharing splits share their slice
     for name, (kind, values, splits, present) in columns.items():
@@ -546,7 +564,12 @@ def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema
         if id(splits) not in rebased:
             rebased[id(splits)] = np.ascontiguousarray(splits[start : end + 1] - lo)
         batch.append((name, kind, part, rebased[id(splits)], None if present is None else np.ascontiguousarray(present[start:end])))
-    writer._native.write_columns(end - start, batch, schema)
+    try:
+        writer._native.write_columns(end - start, batch, schema)
+    except ValueError as error:
+        if len(error.args) == 2 and isinstance(error.args[0], int):  # (row, problem), from Rust
+            raise ValueError(f"row {rows_before + start + error.args[0]}: {error.args[1]}") from None
+        raise
 
 
 def _row_ranges(rows: int, shards: int) -> list[tuple[int, int]]:
@@ -596,7 +619,7 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
         try:
             with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
                 for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
-                    _write_behind(_slices_writer(writer, schema), _column_slices(items, schema, start, end, warned, kinds))
+                    _write_behind(_slices_writer(writer, schema, start), _column_slices(items, schema, start, end, warned, kinds))
             return
         except _SlicesDiffer:
             pass  # nothing was kept: the whole columns below, as one
@@ -677,9 +700,17 @@ def _rows_of(column: Any, lo: int, hi: int) -> Any:
     return column[lo:hi]
 
 
-def _slices_writer(writer: Any, schema: str) -> Callable[[int, dict[str, Column]], None]:
-    """Writes one slice of normalized columns, whole, with ``writer``."""
-    return lambda rows, normalized: _write(writer, normalized, 0, rows, schema)
+def _slices_writer(writer: Any, schema: str, first_row: int) -> Callable[[int, dict[str, Column]], None]:
+    """Writes one slice of normalized columns, whole, with ``writer``: the slices
+    of the input from row ``first_row`` on, in order."""
+    done = first_row
+
+    def write(rows: int, normalized: dict[str, Column]) -> None:
+        nonlocal done
+        _write(writer, normalized, 0, rows, schema, done)
+        done += rows
+
+    return write
 
 
 def _write_behind(write: Callable[[int, dict[str, Column]], None], slices: Iterable[tuple[int, dict[str, Column]]]) -> None:
@@ -752,7 +783,7 @@ def _write_table(targets: list[Any], writer_factory: Any, table: Any, schema: st
     warned: set[str] = set()
     with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(table.num_rows, len(writers))):
-            _write_behind(_slices_writer(writer, schema),
+            _write_behind(_slices_writer(writer, schema, start),
                           (_normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema, warned, lo)
                            for lo in range(start, end, _WRITE_SLICE_ROWS)))
 
@@ -780,7 +811,7 @@ def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: 
                 done += rows
 
     def write_batches(writer: Any) -> None:
-        _write_behind(_slices_writer(writer, schema), slices())
+        _write_behind(_slices_writer(writer, schema, 0), slices())
 
     if len(targets) == 1:
         with all_or_nothing([writer_factory(targets[0])], whole_set=whole_set, fsync=fsync) as writers:

@@ -699,7 +699,7 @@ class _RecordSink(_Sink):
                 stop = min(rows, start + max(1, limit - self.written))
             else:
                 stop = min(rows, start + self._rows_that_fit())
-            _write(self.writer, columns, start, stop, self.schema)
+            _write(self.writer, columns, start, stop, self.schema, self.written - start)
             self.written += stop - start
             start = stop
 

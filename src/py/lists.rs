@@ -268,6 +268,23 @@ impl Values {
     }
 }
 
+/// pandas' marker of a missing value, `pd.NA`, once pandas is imported (a
+/// value cannot be it before): a row holding it is missing, as one holding
+/// None is. pandas' string columns hold it, and hand it over without a copy.
+fn pandas_na(py: Python<'_>) -> Option<&'static Py<PyAny>> {
+    static NA: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    if let Some(na) = NA.get(py) {
+        return Some(na);
+    }
+    let modules = py
+        .import("sys")
+        .and_then(|sys| sys.getattr("modules"))
+        .ok()?;
+    let pandas = modules.get_item("pandas").ok()?;
+    let na = pandas.getattr("NA").ok()?;
+    Some(NA.get_or_init(py, || na.unbind()))
+}
+
 /// A column being read row by row.
 struct Column {
     values: Values,
@@ -280,17 +297,20 @@ struct Column {
     /// Rows expected, for reserving.
     room: usize,
     layout: IntLayout,
+    /// [`pandas_na`], or null.
+    na: *mut ffi::PyObject,
 }
 
 impl Column {
-    fn new(rows: usize, layout: IntLayout) -> Self {
+    fn new(py: Python<'_>, rows: usize) -> Self {
         Column {
             values: Values::None(rows),
             splits: None,
             present: None,
             rows: 0,
             room: rows,
-            layout,
+            layout: IntLayout::of(py),
+            na: pandas_na(py).map_or(std::ptr::null_mut(), |na| na.as_ptr()),
         }
     }
 
@@ -407,7 +427,7 @@ impl Column {
         item: *mut ffi::PyObject,
     ) -> PyResult<Result<(), Unusual>> {
         let row = self.rows;
-        let missing = ffi::Py_IsNone(item) != 0;
+        let missing = ffi::Py_IsNone(item) != 0 || item == self.na;
         if missing {
             // Nothing to read.
         } else if ffi::PyList_CheckExact(item) != 0 || ffi::PyTuple_CheckExact(item) != 0 {
@@ -461,8 +481,8 @@ impl Column {
 /// holds exactly one value, and `present` is None when every row has the
 /// feature. `rows` is a list or a 1-D object array, of which rows
 /// `start..stop` are read (a slice of a list would touch every object it
-/// holds, to count a reference); a row is None (missing), a scalar, or a list
-/// or tuple of scalars. None when the rows hold anything else (NumPy arrays,
+/// holds, to count a reference); a row is None or `pd.NA` (missing), a
+/// scalar, or a list or tuple of scalars. None when the rows hold anything else (NumPy arrays,
 /// deeper nesting, strings mixed with numbers): the caller's general path
 /// takes those.
 #[pyfunction]
@@ -493,7 +513,7 @@ pub fn _column_from_rows(
         };
         let column = if let Ok(list) = rows.cast::<PyList>() {
             let (start, stop) = span(list.len());
-            let mut column = Column::new(stop - start, IntLayout::of(py));
+            let mut column = Column::new(py, stop - start);
             let list = list.as_ptr();
             // Borrowed items of a list the caller holds, null past its end
             // (which `read` handles): reading runs no Python code, so the
@@ -524,7 +544,7 @@ pub fn _column_from_rows(
             };
             let (start, stop) = span(items.len());
             let items = &items[start..stop];
-            let mut column = Column::new(items.len(), IntLayout::of(py));
+            let mut column = Column::new(py, items.len());
             // SAFETY: the array, borrowed read-only, holds each item, and
             // reading runs no Python code that could change it.
             if unsafe { column.read(py, |i| items[i].as_ptr(), items.len())? }.is_none() {

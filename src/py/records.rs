@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io::{BufWriter, Cursor, Read, Seek, Write};
 use std::sync::Mutex;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 
@@ -14,12 +15,9 @@ use numpy::{IntoPyArray, PyReadonlyArray1};
 use crate::columns::parse_sequence_examples;
 use crate::compression::{Compression, Encoder, Inflater};
 use crate::error::{Error, Result};
-use crate::example::{
-    map_key_order, put_row, EntryLayout, ScalarRowPlan, ScalarValues, Schema, Values, ROW_SLACK,
-};
+use crate::example::{map_key_order, ColumnValues, EntryLayout, RowPlan, Schema, ROW_SLACK};
 use crate::framing::{
-    header_len, seal_frame, seal_frame_at, write_ofrecord, write_tfrecord, Format, Scanner,
-    Skipped, Span,
+    header_len, seal_frame, write_ofrecord, write_tfrecord, Format, Scanner, Skipped, Span,
 };
 use crate::py::codec::{columns_out, requests, sequence_columns_out, ColumnSource, Held, PyColumn};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
@@ -428,79 +426,28 @@ fn chunk_rows(sources: &[ColumnSource<'_>], rows: usize) -> usize {
     (ENCODE_CHUNK_BYTES / per_row).clamp(1, ENCODE_CHUNK_ROWS)
 }
 
-/// How the rows of a batch of columns are encoded.
-enum RowEncoder<'a> {
-    /// Every column holds one value per row, of a kind the plan encodes.
-    Scalar(ScalarRowPlan<'a>),
-    General,
-}
-
-impl<'a> RowEncoder<'a> {
-    fn for_columns(sources: &'a [ColumnSource<'a>], layouts: &[EntryLayout], wrap: bool) -> Self {
-        let one_each = |c: &ColumnSource<'_>| {
-            c.present.is_none() && c.splits.iter().enumerate().all(|(i, &s)| s == i as i64)
-        };
-        if !sources.iter().all(one_each) {
-            return RowEncoder::General;
-        }
-        let values: Option<Vec<ScalarValues<'a>>> = sources
-            .iter()
-            .map(|c| ScalarValues::of(c.values.all()))
-            .collect();
-        match values {
-            Some(values) => {
-                let refs: Vec<&EntryLayout> = layouts.iter().collect();
-                RowEncoder::Scalar(ScalarRowPlan::new(&refs, &values, wrap))
-            }
-            None => RowEncoder::General,
-        }
-    }
-}
-
 /// Rows `range` of the columns as framed records, back to back, at the start
 /// of `out`; returns their length. Bytes of `out` past it are scratch.
 fn encode_frames(
-    sources: &[ColumnSource<'_>],
-    layouts: &[EntryLayout],
-    encoder: &RowEncoder<'_>,
+    plan: &RowPlan<'_>,
     range: std::ops::Range<usize>,
     format: Format,
-    wrap: bool,
     out: &mut Vec<u8>,
 ) -> usize {
-    if let RowEncoder::Scalar(plan) = encoder {
-        // Rows are written in place after room for their header, then
-        // sealed; the buffer only grows, so reusing it costs no clearing.
-        let (header, footer) = (header_len(format), format.footer_len() as usize);
-        let needed = plan.bound(range.clone()) + range.len() * (header + footer) + ROW_SLACK;
-        if out.len() < needed {
-            out.resize(needed, 0);
-        }
-        let mut pos = 0;
-        for row in range {
-            let frame = header + plan.put_row(&mut out[pos + header..], row) + footer;
-            seal_frame(&mut out[pos..pos + frame], format);
-            pos += frame;
-        }
-        return pos;
+    // Rows are written in place after room for their header, then sealed;
+    // the buffer only grows, so reusing it costs no clearing.
+    let (header, footer) = (header_len(format), format.footer_len() as usize);
+    let needed = plan.bound(range.clone()) + range.len() * (header + footer) + ROW_SLACK;
+    if out.len() < needed {
+        out.resize(needed, 0);
     }
-    out.clear();
-    let mut scratch = Vec::new();
-    let mut entries: Vec<(&EntryLayout, Option<Values<'_>>)> = Vec::with_capacity(sources.len());
+    let mut pos = 0;
     for row in range {
-        let frame_start = out.len();
-        out.resize(frame_start + header_len(format), 0);
-        entries.clear();
-        for (c, layout) in sources.iter().zip(layouts) {
-            if c.present.is_none_or(|p| p[row]) {
-                let (start, end) = (c.splits[row] as usize, c.splits[row + 1] as usize);
-                entries.push((layout, Some(c.values.range(start, end))));
-            }
-        }
-        put_row(out, &entries, wrap, &mut scratch);
-        seal_frame_at(out, frame_start, format);
+        let frame = header + plan.put_row(&mut out[pos + header..], row) + footer;
+        seal_frame(&mut out[pos..pos + frame], format);
+        pos += frame;
     }
-    out.len()
+    pos
 }
 
 /// Records gathered from an iterable before one trip into Rust.
@@ -698,14 +645,35 @@ impl PyRecordWriter {
                 sources.push(source);
             }
             let format = self.format;
+            if format == Format::OfRecord {
+                // A row every column leaves out would be an empty record, which
+                // OneFlow's reader refuses: refused here, before anything is written.
+                let empty = |row: usize| sources.iter().all(|c| c.present.is_some_and(|p| !p[row]));
+                if let Some(row) = (0..rows).find(|&row| empty(row)) {
+                    // (row, problem): the caller names the row in the whole input.
+                    return Err(PyValueError::new_err((
+                        row,
+                        "no column has a value, and an OFRecord cannot be empty (OneFlow's \
+                         reader refuses length 0): give the row a value or leave it out",
+                    )));
+                }
+            }
             let name = &self.name;
             let sink = open_sink(&mut self.sink, &self.failure, name)?;
             let spare = &mut self.spare;
             // The values are borrowed from NumPy arrays while the GIL is released:
             // like any C extension, this assumes no other thread resizes them meanwhile.
             let written = py.detach(|| -> Result<u64> {
-                let wrap = schema == Schema::TensorFlow;
-                let encoder = RowEncoder::for_columns(&sources, &layouts, wrap);
+                let columns: Vec<ColumnValues<'_>> = sources
+                    .iter()
+                    .map(|c| ColumnValues {
+                        values: c.values.all(),
+                        splits: c.splits,
+                        present: c.present,
+                    })
+                    .collect();
+                let layouts: Vec<&EntryLayout> = layouts.iter().collect();
+                let plan = RowPlan::new(&layouts, &columns, schema == Schema::TensorFlow);
                 let mut written = 0u64;
                 let mut write = |buffer: &[u8]| {
                     written += buffer.len() as u64;
@@ -723,15 +691,7 @@ impl PyRecordWriter {
                 if threads <= 1 {
                     let mut buffer = spare.pop().unwrap_or_default();
                     for range in chunks {
-                        let used = encode_frames(
-                            &sources,
-                            &layouts,
-                            &encoder,
-                            range,
-                            format,
-                            wrap,
-                            &mut buffer,
-                        );
+                        let used = encode_frames(&plan, range, format, &mut buffer);
                         write(&buffer[..used])?;
                     }
                     keep_spare(spare, buffer);
@@ -749,22 +709,13 @@ impl PyRecordWriter {
                         for _ in 0..2 {
                             empty_tx.send(spare.pop().unwrap_or_default()).ok();
                         }
-                        let (sources, layouts, chunks, encoder) =
-                            (&sources, &layouts, &chunks, &encoder);
+                        let (chunks, plan) = (&chunks, &plan);
                         scope.spawn(move || {
                             for range in chunks.iter().skip(lane).step_by(threads) {
                                 let Ok(mut buffer) = empty_rx.recv() else {
                                     return;
                                 };
-                                let used = encode_frames(
-                                    sources,
-                                    layouts,
-                                    encoder,
-                                    range.clone(),
-                                    format,
-                                    wrap,
-                                    &mut buffer,
-                                );
+                                let used = encode_frames(plan, range.clone(), format, &mut buffer);
                                 if filled_tx.send((buffer, used)).is_err() {
                                     return; // the writer stopped on an error
                                 }
