@@ -189,6 +189,45 @@ def test_pd_na_is_a_missing_feature_in_lists_and_object_arrays(tmp_path: Path) -
     ]
 
 
+def test_rows_that_are_numpy_arrays_keep_their_dtype(tmp_path: Path) -> None:
+    # Rows given as NumPy arrays are read in Rust when they share one numeric
+    # dtype, which they keep: float32 rows are no float64 (no warning), and
+    # int32 rows stay int32 in an OFRecord. Rows of differing dtypes, of
+    # strings, or strided, take the general path, with the same result.
+    from recordkit import _native
+
+    found = _native._column_from_rows([np.array([1.5, 2.5], np.float32), None, np.zeros((2, 2), np.float32)])
+    assert found[0] == "array" and found[1][1] == np.float32 and found[2].tolist() == [0, 2, 2, 6]
+    strided = np.arange(6, dtype=np.int32)[::2]
+    for rows in ([np.array([1, 2], np.int32), strided], [np.array([1, 2], np.int32), np.array([4], np.int64)],
+                 [np.array([b"a"]), np.array([b"b", b"c"])]):
+        assert _native._column_from_rows(rows) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no float64 warning
+        [path] = rk.write_examples(tmp_path / "f.tfrecord", {"v": [np.array([1.5], np.float32), np.array([], np.float32)]})
+    assert [list(rk.decode_example(r)["v"]) for r in rk.TFRecordReader(path)] == [[1.5], []]
+    [part] = rk.write_ofrecords(tmp_path / "of", {"i": [np.array([1, -2], np.int32), strided, np.array([7], np.int32)]})
+    decoded = [rk.decode_ofrecord(r)["i"] for r in rk.OFRecordReader(part)]
+    assert [d.dtype for d in decoded] == [np.int32] * 3
+    assert [d.tolist() for d in decoded] == [[1, -2], [0, 2, 4], [7]]
+
+
+@pytest.mark.parametrize("shape", ["column", "rows", "2-D"])
+def test_a_masked_value_is_refused_naming_its_row(tmp_path: Path, shape: str) -> None:
+    # The value under a mask is not data: writing it would store what the mask
+    # hides. Refused, naming the row; an array that masks nothing is written.
+    columns = {
+        "column": np.ma.array([1, 2, 3], mask=[0, 1, 0]),
+        "rows": [np.array([4]), np.ma.array([1, 2], mask=[0, 1]), np.array([5])],
+        "2-D": np.ma.array([[1, 2], [3, 4], [5, 6]], mask=[[0, 0], [0, 1], [0, 0]]),
+    }[shape]
+    with pytest.raises(ValueError, match="^column 'x', row 1: a masked value"):
+        rk.write_examples(tmp_path / "m.tfrecord", {"x": columns})
+    assert not (tmp_path / "m.tfrecord").exists()
+    [path] = rk.write_examples(tmp_path / "m.tfrecord", {"x": np.ma.array([1, 2])})
+    assert [list(rk.decode_example(r)["x"]) for r in rk.TFRecordReader(path)] == [[1], [2]]
+
+
 _keys = st.text("abcdefghij_", min_size=1, max_size=130)
 
 

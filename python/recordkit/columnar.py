@@ -332,8 +332,8 @@ def _from_sequence(name: str, column: list | _ListRows, schema: str, shared: dic
 def _from_python_values(name: str, rows: list | _ListRows | np.ndarray, schema: str,
                         shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None) -> tuple[int, Column] | None:
     """A list or 1-D object array of rows of Python scalars (or lists or tuples
-    of them, or None) read in Rust in one pass, with no NumPy conversion; None
-    for anything else."""
+    of them, or NumPy arrays of one numeric dtype, or None) read in Rust in one
+    pass, with no NumPy conversion; None for anything else."""
     try:
         if isinstance(rows, _ListRows):
             found = _native._column_from_rows(rows.rows, rows.lo, rows.hi)
@@ -352,8 +352,24 @@ def _from_python_values(name: str, rows: list | _ListRows | np.ndarray, schema: 
         return len(rows), ("bytes_offsets", values, splits, present)
     if kind == "none":
         values = np.empty(0, np.float64)  # what NumPy makes of rows without values
+    elif kind == "array":
+        data, dtype = values  # rows that are NumPy arrays of one dtype, joined as bytes
+        values = data.view(dtype)
     kind, converted = _kind_of(values, schema, name, splits, warned)
     return len(rows), (kind, converted, splits, present)
+
+
+def _unmasked(name: str, array: np.ma.MaskedArray, row: int | None = None) -> np.ndarray:
+    """The data of a masked array that masks nothing. A masked value has no place
+    in a record, and writing the value under the mask would store what the mask
+    hides: an error naming the row (``row``: the one ``array`` is, in a column of rows)."""
+    mask = np.ma.getmaskarray(array)
+    if mask.any():
+        if row is None:
+            row = int(np.argmax(mask.reshape(len(mask), -1).any(axis=1))) if mask.ndim else 0
+        raise ColumnValueError(name, row, "a masked value, which a record cannot hold: fill it "
+                               "(array.filled(value)) or give the row as None, a missing feature")
+    return array.data
 
 
 def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None) -> tuple[int, Column]:
@@ -361,13 +377,13 @@ def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None
     na = _pandas_na()
     present = np.array([v is not None and v is not na for v in rows_list], dtype=bool)
     pieces = []
-    for v, has in zip(rows_list, present):
+    for row, (v, has) in enumerate(zip(rows_list, present)):
         if not has:
             pieces.append(np.empty(0))
         elif isinstance(v, (bytes, str, bytearray)):
             pieces.append(np.array([v], dtype=object))
         else:
-            piece = np.asarray(v)
+            piece = _unmasked(name, v, row) if isinstance(v, np.ma.MaskedArray) else np.asarray(v)
             if piece.dtype.kind in "SU" and not isinstance(v, np.ndarray):
                 piece = np.array(v, dtype=object)  # as above: keep trailing NULs
             pieces.append(piece.reshape(-1))
@@ -530,6 +546,8 @@ def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str]
     for name, column in items:
         if not isinstance(name, str):
             raise TypeError(f"column names are str, not {name!r}")
+        if isinstance(column, np.ma.MaskedArray):
+            column = _unmasked(name, column)
         if type(column).__module__.startswith("pyarrow"):
             n, normalized = _from_arrow(name, column, schema, shared_splits, warned, flat_bytes)
         elif isinstance(column, np.ndarray):

@@ -11,7 +11,11 @@
 //! stable ABI (where each is a function call): a fifth of the pass, 26.4 ->
 //! 20.5 ms per 1 M tutorial rows (benchmarks/README.md).
 
-use numpy::{IntoPyArray, PyReadonlyArray1};
+use numpy::npyffi::{get_type_object, NpyTypes};
+use numpy::{
+    IntoPyArray, PyArrayDescr, PyArrayDescrMethods, PyReadonlyArray1, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -26,6 +30,14 @@ enum Values {
     Float(Vec<f64>),
     Bytes {
         offsets: Vec<i64>,
+        data: Vec<u8>,
+    },
+    /// The values of rows that are NumPy arrays, all of one numeric dtype, as
+    /// their raw bytes: the dtype stays what it is (int32 stays int32), as
+    /// when the general path joins the arrays.
+    Array {
+        dtype: Py<PyArrayDescr>,
+        itemsize: usize,
         data: Vec<u8>,
     },
 }
@@ -219,7 +231,7 @@ impl Values {
             }
             Values::Int(v) => v.push(value),
             Values::Float(v) => v.push(value as f64),
-            Values::Bytes { .. } => return Err(Unusual),
+            Values::Bytes { .. } | Values::Array { .. } => return Err(Unusual),
         }
         Ok(())
     }
@@ -237,7 +249,7 @@ impl Values {
                 *self = Values::Float(floats);
             }
             Values::Float(v) => v.push(value),
-            Values::Bytes { .. } => return Err(Unusual),
+            Values::Bytes { .. } | Values::Array { .. } => return Err(Unusual),
         }
         Ok(())
     }
@@ -253,7 +265,50 @@ impl Values {
                 }
             }
             Values::Bytes { offsets, data } => return append_string(offsets, data, value),
-            Values::Int(_) | Values::Float(_) => return Err(Unusual),
+            Values::Int(_) | Values::Float(_) | Values::Array { .. } => return Err(Unusual),
+        }
+        Ok(())
+    }
+
+    /// Appends the values of `array`, a row that is a NumPy array, when it is
+    /// exactly an ndarray (a masked array is not), C-contiguous, in the
+    /// machine's byte order, of bools, ints or floats, and of the dtype of the
+    /// array rows before it; `Unusual` for anything else, and beside rows of
+    /// Python values.
+    fn push_array(&mut self, array: &Bound<'_, PyUntypedArray>) -> Result<(), Unusual> {
+        let dtype = array.dtype();
+        let numeric = matches!(dtype.kind(), b'b' | b'i' | b'u' | b'f');
+        let native = dtype.is_native_byteorder() != Some(false);
+        if !numeric || !native || !array.is_c_contiguous() {
+            return Err(Unusual);
+        }
+        let size: usize = array.shape().iter().product();
+        // SAFETY: the array is C-contiguous, so its `size` values lie back to
+        // back from its data pointer, `itemsize` bytes each; the GIL is held
+        // and nothing here runs Python code, so the array (which the row's
+        // container holds) stays as it is while its bytes are copied.
+        let bytes = unsafe {
+            let data = (*array.as_array_ptr()).fields.data as *const u8;
+            if size == 0 {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(data, size * dtype.itemsize())
+            }
+        };
+        match self {
+            Values::None(room) => {
+                let mut data = Vec::with_capacity(*room * dtype.itemsize());
+                data.extend_from_slice(bytes);
+                *self = Values::Array {
+                    itemsize: dtype.itemsize(),
+                    dtype: dtype.unbind(),
+                    data,
+                };
+            }
+            Values::Array {
+                dtype: first, data, ..
+            } if first.bind(array.py()).is_equiv_to(&dtype) => data.extend_from_slice(bytes),
+            _ => return Err(Unusual),
         }
         Ok(())
     }
@@ -264,6 +319,7 @@ impl Values {
             Values::Int(v) => v.len(),
             Values::Float(v) => v.len(),
             Values::Bytes { offsets, .. } => offsets.len() - 1,
+            Values::Array { itemsize, data, .. } => data.len() / (*itemsize).max(1),
         }
     }
 }
@@ -299,6 +355,8 @@ struct Column {
     layout: IntLayout,
     /// [`pandas_na`], or null.
     na: *mut ffi::PyObject,
+    /// NumPy's array type (exactly: not a subclass such as a masked array).
+    ndarray: *mut ffi::PyTypeObject,
 }
 
 impl Column {
@@ -311,6 +369,8 @@ impl Column {
             room: rows,
             layout: IntLayout::of(py),
             na: pandas_na(py).map_or(std::ptr::null_mut(), |na| na.as_ptr()),
+            // SAFETY: NumPy's C API, which rust-numpy loads once; the GIL is held.
+            ndarray: unsafe { get_type_object(py, NpyTypes::PyArray_Type) },
         }
     }
 
@@ -335,7 +395,7 @@ impl Column {
         }
         let mut i = from;
         match &mut self.values {
-            Values::None(_) => {}
+            Values::None(_) | Values::Array { .. } => {}
             Values::Int(values) => {
                 while i < len {
                     let value = item(i);
@@ -449,6 +509,11 @@ impl Column {
                     return Ok(Err(Unusual));
                 }
             }
+        } else if ffi::Py_TYPE(item) == self.ndarray {
+            let array = Bound::from_borrowed_ptr(py, item);
+            if self.values.push_array(array.cast_unchecked()).is_err() {
+                return Ok(Err(Unusual));
+            }
         } else if self.values.push(py, item, row, self.layout)?.is_err() {
             return Ok(Err(Unusual));
         }
@@ -477,14 +542,15 @@ impl Column {
 
 /// A column of rows as flat values: `(kind, values, splits, present)` with kind
 /// `"int64"` (ints and bools), `"float64"`, `"bytes"` (values as `(offsets,
-/// data)`) or `"none"` (no value in any row); `splits` is None when every row
-/// holds exactly one value, and `present` is None when every row has the
-/// feature. `rows` is a list or a 1-D object array, of which rows
+/// data)`), `"array"` (rows that are NumPy arrays of one numeric dtype: values
+/// as `(bytes, dtype)`) or `"none"` (no value in any row); `splits` is None
+/// when every row holds exactly one value, and `present` is None when every
+/// row has the feature. `rows` is a list or a 1-D object array, of which rows
 /// `start..stop` are read (a slice of a list would touch every object it
 /// holds, to count a reference); a row is None or `pd.NA` (missing), a
-/// scalar, or a list or tuple of scalars. None when the rows hold anything else (NumPy arrays,
-/// deeper nesting, strings mixed with numbers): the caller's general path
-/// takes those.
+/// scalar, a list or tuple of scalars, or a NumPy array. None when the rows
+/// hold anything else (deeper nesting, strings mixed with numbers, arrays of
+/// strings or of differing dtypes): the caller's general path takes those.
 #[pyfunction]
 #[pyo3(signature = (rows, start = 0, stop = None))]
 #[allow(clippy::type_complexity)]
@@ -565,6 +631,13 @@ pub fn _column_from_rows(
             ),
             Values::Int(v) => ("int64", v.into_pyarray(py).into_any().unbind()),
             Values::Float(v) => ("float64", v.into_pyarray(py).into_any().unbind()),
+            Values::Array { dtype, data, .. } => (
+                "array",
+                (data.into_pyarray(py), dtype)
+                    .into_pyobject(py)?
+                    .into_any()
+                    .unbind(),
+            ),
             Values::Bytes { offsets, data } => (
                 "bytes",
                 (offsets.into_pyarray(py), data.into_pyarray(py))
