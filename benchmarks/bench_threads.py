@@ -5,11 +5,16 @@
    .map(parse_example)` at tf.data's defaults (every core). Target: >= 20 x.
 2. 150 KB records, the same. Target: >= 4 x.
 3. `write_examples` of the tutorial's rows from NumPy arrays, object arrays,
-   Python lists and a pandas DataFrame (its strings Arrow-backed, pandas 3's
-   default), each to a new file, against
+   Python lists (the words as bytes, and as str; each value in a list of its
+   own, which is the same record) and pandas DataFrames (its
+   strings Arrow-backed, pandas 3's default; as `string[python]`; as an object
+   column of str), each to a new file, against
    `tf.io.TFRecordWriter.write` of the same records already serialized.
-   Target: >= 10 x for every input. Then the NumPy rows gzip-compressed
-   (deflated in blocks on every core), against TensorFlow's gzip writer.
+   Target: >= 10 x for every input. Then (3b) the NumPy rows gzip-compressed
+   (deflated in blocks on every core), against TensorFlow's gzip writer, and
+   (3c) rows with lists, an embedding of 3 floats and 0-5 int tags, given as
+   Python lists, as NumPy (2-D), and as rows that are NumPy arrays, against
+   TensorFlow writing the same records. Target: >= 10 x.
 4. Scaling: parse throughput with `rk.set_num_threads(n)` for n = 1, 2, ...
    up to the cores. Target: 2 threads >= 1.7 x one. Each count's fastest run
    also shows its CPU time, so that the speed-up splits into the work the
@@ -36,6 +41,8 @@ import sys
 import threading
 import time
 import warnings
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import (  # noqa: E402
@@ -105,16 +112,23 @@ def main() -> None:
                   f"one thread each: {timed[3][0] / timed[1][0]:.1f} x")
 
     # 3. writing from each kind of input, each run to a new file.
-    warnings.filterwarnings("ignore", message="column 'feature3': float64")
+    warnings.filterwarnings("ignore", message="column '(feature3|embedding)': float64")
     columns = tutorial_columns(args.records)
+    lists = {k: v.tolist() for k, v in columns.items()}
+    words = columns["feature2"].astype(str)  # the same bytes as str: the records are the same
     inputs = {"NumPy arrays": columns, "object arrays": dict(columns, feature2=columns["feature2"].astype(object)),
-              "Python lists": {k: v.tolist() for k, v in columns.items()}}
+              "Python lists": lists, "lists, str words": dict(lists, feature2=words.tolist()),
+              # a one-value list is the same record as the value
+              "lists of lists": {k: [[x] for x in v] for k, v in lists.items()}}
     try:
         import pandas as pd
 
-        # Its strings as pandas 3 stores them by default (Arrow-backed); the bytes are the same.
-        inputs["pandas DataFrame"] = pd.DataFrame(dict(columns, feature2=pd.array(columns["feature2"].astype(str),
-                                                                                   dtype="string")))
+        # Its strings as pandas 3 stores them by default (Arrow-backed), as Python
+        # objects (string[python]), and as an object column of str.
+        for name, strings in (("pandas DataFrame", pd.array(words, dtype="string")),
+                              ("pandas string[python]", pd.array(words, dtype="string[python]")),
+                              ("pandas object column", pd.Series(words.astype(object), dtype=object))):
+            inputs[name] = pd.DataFrame(dict(columns, feature2=strings))
     except ImportError:
         pass
     out, tf_out = DATA / "threads-written.tfrecord", DATA / "threads-written-tf.tfrecord"
@@ -133,7 +147,7 @@ def main() -> None:
     timed = best_of_each(contenders, args.repeats, setups)
     print(f"\n3. write_examples of {args.records:,} tutorial rows to a new file")
     for name, (seconds, _) in zip(inputs, timed):
-        line = f"   from {name:<18}{seconds:8.3f} s"
+        line = f"   from {name:<22}{seconds:8.3f} s"
         if tf:
             line += f"  {timed[-1][0] / seconds:5.1f} x TensorFlow's writer ({timed[-1][0]:.3f} s; target >= 10 x)"
         print(line)
@@ -158,6 +172,31 @@ def main() -> None:
     print(f"   {cores} threads vs 1: {timed[1][0] / timed[0][0]:.2f} x")
     if tf:
         assert list(rk.TFRecordReader(gz_out)) == list(rk.TFRecordReader(tf_gz_out))
+
+    # 3c. rows of lists: the tutorial's rows with an embedding of 3 floats and 0-5
+    # int tags a row, the lists given as Python lists, as NumPy (2-D) or as rows
+    # that are NumPy arrays; against TensorFlow writing the same records.
+    rng = np.random.default_rng(2)
+    embedding = rng.standard_normal((args.records, 3)).astype(np.float32)
+    tags = [rng.integers(0, 1000, k).tolist() for k in rng.integers(0, 6, args.records)]
+    listed = {"Python lists": dict(lists, embedding=embedding.tolist(), tags=tags),
+              "NumPy, embedding 2-D": dict(columns, embedding=embedding, tags=tags),
+              "rows of NumPy arrays": dict(columns, embedding=list(embedding), tags=[np.array(t) for t in tags])}
+    contenders = [(lambda c=c: rk.write_examples(out, c)) for c in listed.values()]
+    setups = [remove(out)] * len(contenders)
+    if tf:
+        rk.write_examples(out, listed["NumPy, embedding 2-D"])
+        contenders.append(tensorflow_writer(tf, list(rk.TFRecordReader(out)), tf_out))
+        setups.append(remove(tf_out))
+    timed = best_of_each(contenders, args.repeats, setups)
+    print(f"\n3c. write_examples of {args.records:,} rows with lists (an embedding of 3 floats, 0-5 tags)")
+    for name, (seconds, _) in zip(listed, timed):
+        line = f"   from {name:<22}{seconds:8.3f} s"
+        if tf:
+            line += f"  {timed[-1][0] / seconds:5.1f} x TensorFlow's writer ({timed[-1][0]:.3f} s; target >= 10 x)"
+        print(line)
+    if tf:
+        assert out.read_bytes() == tf_out.read_bytes()
 
     # 4. scaling with the thread count, and why it stops.
     counts = sorted({1, 2, cores} | {c for c in (4, 8, 16) if c <= cores})
@@ -199,8 +238,6 @@ def hash_work():
 def copy_work(size: int):
     """Copies of ``size`` bytes into another buffer, 1 GiB in all (NumPy releases the GIL for them);
     both buffers are written once before, so that no page is first touched while timed."""
-    import numpy as np
-
     source, target = np.full(size, 1, np.uint8), np.full(size, 0, np.uint8)
     return lambda: [np.copyto(target, source) for _ in range((1 << 30) // size)]
 

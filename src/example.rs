@@ -1094,20 +1094,31 @@ enum PlannedColumn<'a> {
     Offsets(BytesPlan, OffsetBytes<'a>),
     FixedBytes(BytesPlan, &'a [u8], usize),
     /// Any other column: lists, missing features, OneFlow's kinds.
-    List(EntryLayout, ColumnValues<'a>),
+    List(ListPlan<'a>),
 }
 
-impl PlannedColumn<'_> {
-    /// Writes `column`'s entry for row `row` (nothing where the row lacks the
+/// A column of lists (or of rows that may lack the feature): its key field,
+/// padded for a fixed-size copy, its kind's tag, and its values.
+struct ListPlan<'a> {
+    key: Prefix,
+    tag: u8,
+    column: ColumnValues<'a>,
+}
+
+impl<'a> ListPlan<'a> {
+    fn new(layout: &EntryLayout, column: ColumnValues<'a>) -> Self {
+        ListPlan {
+            key: Prefix::new(layout.key_field.clone()),
+            tag: layout.tag,
+            column,
+        }
+    }
+
+    /// Writes the entry for row `row` (nothing where the row lacks the
     /// feature) at `out[pos..]` and returns the position after it.
     #[inline]
-    fn put_list(
-        layout: &EntryLayout,
-        column: &ColumnValues<'_>,
-        out: &mut [u8],
-        pos: usize,
-        row: usize,
-    ) -> usize {
+    fn put(&self, out: &mut [u8], pos: usize, row: usize) -> usize {
+        let column = &self.column;
         if column.present.is_some_and(|present| !present[row]) {
             return pos;
         }
@@ -1116,14 +1127,13 @@ impl PlannedColumn<'_> {
             .range(column.splits[row] as usize, column.splits[row + 1] as usize);
         let (packed, list) = values.sizes();
         let feature = 1 + varint_len(list as u64) + list;
-        let key = &layout.key_field;
-        let entry = key.len() + 1 + varint_len(feature as u64) + feature;
+        let entry = self.key.len + 1 + varint_len(feature as u64) + feature;
         out[pos] = 0x0a;
         let mut at = put_varint_at(out, pos + 1, entry as u64);
-        out[at..at + key.len()].copy_from_slice(key);
-        out[at + key.len()] = 0x12;
-        at = put_varint_at(out, at + key.len() + 1, feature as u64);
-        out[at] = layout.tag;
+        at = self.key.put(out, at);
+        out[at] = 0x12;
+        at = put_varint_at(out, at + 1, feature as u64);
+        out[at] = self.tag;
         at = put_varint_at(out, at + 1, list as u64);
         values.put_list_at(out, at, packed)
     }
@@ -1254,7 +1264,7 @@ impl<'a> RowPlan<'a> {
                     // 0a [entry] key 12 [feature] tag [list] 0a [packed]: the
                     // values themselves are bounded per range of rows.
                     None => (
-                        PlannedColumn::List((*layout).clone(), *c),
+                        PlannedColumn::List(ListPlan::new(layout, *c)),
                         layout.key_field.len() + 4 + 4 * MAX_VARINT,
                     ),
                 };
@@ -1278,7 +1288,7 @@ impl<'a> RowPlan<'a> {
             .map(|c| match c {
                 PlannedColumn::Bytes(_, x) => x[rows.clone()].iter().map(|b| b.len()).sum(),
                 PlannedColumn::Offsets(_, x) => x.byte_len(rows.start, rows.end),
-                PlannedColumn::List(_, c) => {
+                PlannedColumn::List(ListPlan { column: c, .. }) => {
                     let (start, end) = (c.splits[rows.start], c.splits[rows.end]);
                     c.values.range(start as usize, end as usize).put_bound()
                 }
@@ -1317,7 +1327,7 @@ impl<'a> RowPlan<'a> {
                     let (value, readable) = fixed_cell(data, *width, row);
                     plan.put(out, pos, value, readable)
                 }
-                PlannedColumn::List(layout, c) => PlannedColumn::put_list(layout, c, out, pos, row),
+                PlannedColumn::List(plan) => plan.put(out, pos, row),
             };
         }
         if !self.wrap {

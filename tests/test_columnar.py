@@ -189,6 +189,21 @@ def test_pd_na_is_a_missing_feature_in_lists_and_object_arrays(tmp_path: Path) -
     ]
 
 
+def test_a_list_row_that_breaks_the_fast_loop_is_read_again_whole() -> None:
+    # Rows of lists are read in a loop for the column's kind; a row whose later
+    # item is of another kind is taken back and read again by the general step
+    # (ints become floats, as NumPy would make them), not counted twice.
+    from recordkit import _native
+
+    kind, values, splits, present = _native._column_from_rows([[1, 2], [3], [4, 5.5], [True], None])
+    assert kind == "float64" and values.tolist() == [1, 2, 3, 4, 5.5, 1]
+    assert splits.tolist() == [0, 2, 3, 5, 6, 6] and present.tolist() == [True] * 4 + [False]
+    kind, (offsets, data), splits, _ = _native._column_from_rows([[b"a", b"bc"], (b"d", "é"), [b"x"]])
+    assert kind == "bytes" and data.tobytes() == "abcdéx".encode() and offsets.tolist() == [0, 1, 3, 4, 6, 7]
+    assert splits.tolist() == [0, 2, 4, 5]
+    assert _native._column_from_rows([[b"a", b"b"], [b"c", 1]]) is None  # strings and numbers: the general path
+
+
 def test_rows_that_are_numpy_arrays_keep_their_dtype(tmp_path: Path) -> None:
     # Rows given as NumPy arrays are read in Rust when they share one numeric
     # dtype, which they keep: float32 rows are no float64 (no warning), and
@@ -198,6 +213,9 @@ def test_rows_that_are_numpy_arrays_keep_their_dtype(tmp_path: Path) -> None:
 
     found = _native._column_from_rows([np.array([1.5, 2.5], np.float32), None, np.zeros((2, 2), np.float32)])
     assert found[0] == "array" and found[1][1] == np.float32 and found[2].tolist() == [0, 2, 2, 6]
+    # np.array([]) is float64, and holds no value to say so: the rows with values decide.
+    found = _native._column_from_rows([np.array([]), np.array([7], np.int32), np.array([], np.float32)])
+    assert found[0] == "array" and found[1][1] == np.int32 and found[2].tolist() == [0, 0, 1, 1]
     strided = np.arange(6, dtype=np.int32)[::2]
     for rows in ([np.array([1, 2], np.int32), strided], [np.array([1, 2], np.int32), np.array([4], np.int64)],
                  [np.array([b"a"]), np.array([b"b", b"c"])]):

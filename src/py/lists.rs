@@ -274,43 +274,66 @@ impl Values {
     /// exactly an ndarray (a masked array is not), C-contiguous, in the
     /// machine's byte order, of bools, ints or floats, and of the dtype of the
     /// array rows before it; `Unusual` for anything else, and beside rows of
-    /// Python values.
+    /// Python values. An empty array's dtype says nothing (`np.array([])` is
+    /// float64), as when the general path joins the arrays: it sets the
+    /// column's only until a row with values does.
     fn push_array(&mut self, array: &Bound<'_, PyUntypedArray>) -> Result<(), Unusual> {
         let dtype = array.dtype();
-        let numeric = matches!(dtype.kind(), b'b' | b'i' | b'u' | b'f');
-        let native = dtype.is_native_byteorder() != Some(false);
-        if !numeric || !native || !array.is_c_contiguous() {
+        let numeric = matches!(dtype.kind(), b'b' | b'i' | b'u' | b'f')
+            && dtype.is_native_byteorder() != Some(false);
+        let size: usize = array.shape().iter().product();
+        let typed = |room: usize| Values::Array {
+            itemsize: dtype.itemsize(),
+            dtype: dtype.clone().unbind(),
+            data: Vec::with_capacity(room * dtype.itemsize()),
+        };
+        if size == 0 {
+            if let (Values::None(room), true) = (&*self, numeric) {
+                *self = typed(*room);
+            }
+            return Ok(());
+        }
+        if !numeric || !array.is_c_contiguous() {
             return Err(Unusual);
         }
-        let size: usize = array.shape().iter().product();
         // SAFETY: the array is C-contiguous, so its `size` values lie back to
         // back from its data pointer, `itemsize` bytes each; the GIL is held
         // and nothing here runs Python code, so the array (which the row's
         // container holds) stays as it is while its bytes are copied.
         let bytes = unsafe {
             let data = (*array.as_array_ptr()).fields.data as *const u8;
-            if size == 0 {
-                &[][..]
-            } else {
-                std::slice::from_raw_parts(data, size * dtype.itemsize())
-            }
+            std::slice::from_raw_parts(data, size * dtype.itemsize())
         };
         match self {
-            Values::None(room) => {
-                let mut data = Vec::with_capacity(*room * dtype.itemsize());
-                data.extend_from_slice(bytes);
-                *self = Values::Array {
-                    itemsize: dtype.itemsize(),
-                    dtype: dtype.unbind(),
-                    data,
-                };
-            }
+            Values::None(room) => *self = typed(*room),
             Values::Array {
                 dtype: first, data, ..
-            } if first.bind(array.py()).is_equiv_to(&dtype) => data.extend_from_slice(bytes),
+            } if !data.is_empty() && !first.bind(array.py()).is_equiv_to(&dtype) => {
+                return Err(Unusual)
+            }
+            Values::Array { data, .. } if data.is_empty() => *self = typed(0),
+            Values::Array { .. } => {}
             _ => return Err(Unusual),
         }
+        let Values::Array { data, .. } = self else {
+            unreachable!("made an array column above")
+        };
+        data.extend_from_slice(bytes);
         Ok(())
+    }
+
+    /// Drops the values after the first `len`.
+    fn truncate(&mut self, len: usize) {
+        match self {
+            Values::None(_) => {}
+            Values::Int(v) => v.truncate(len),
+            Values::Float(v) => v.truncate(len),
+            Values::Bytes { offsets, data } => {
+                offsets.truncate(len + 1);
+                data.truncate(offsets[len] as usize);
+            }
+            Values::Array { itemsize, data, .. } => data.truncate(len * *itemsize),
+        }
     }
 
     fn len(&self) -> usize {
@@ -447,6 +470,105 @@ impl Column {
         i
     }
 
+    /// Reads rows from `from` on while each is a list or tuple of values of
+    /// the column's kind (ints, floats or strings), in a loop with one type
+    /// check a value, as [`Column::push_scalars`] reads rows of one value:
+    /// nested lists, one list object a row, are the common case of list
+    /// features. Returns the first row it did not take, which
+    /// [`Column::push_row`] then reads (it also starts the row splits, at the
+    /// first row that holds other than one value).
+    ///
+    /// # Safety
+    /// As for [`Column::push_scalars`].
+    unsafe fn push_list_rows(
+        &mut self,
+        item: &impl Fn(usize) -> *mut ffi::PyObject,
+        from: usize,
+        len: usize,
+    ) -> usize {
+        let mut i = from;
+        while i < len {
+            let row = item(i);
+            if row.is_null() {
+                break;
+            }
+            let list = ffi::PyList_CheckExact(row) != 0;
+            if !list && ffi::PyTuple_CheckExact(row) == 0 {
+                break;
+            }
+            let count = if list {
+                ffi::PyList_GET_SIZE(row)
+            } else {
+                ffi::PyTuple_GET_SIZE(row)
+            };
+            if count != 1 && self.splits.is_none() {
+                break;
+            }
+            // Borrowed, within the length read above: nothing here runs
+            // Python code that could change the row.
+            let value = |k: ffi::Py_ssize_t| {
+                if list {
+                    ffi::PyList_GET_ITEM(row, k)
+                } else {
+                    ffi::PyTuple_GET_ITEM(row, k)
+                }
+            };
+            let before = self.values.len();
+            let layout = self.layout;
+            let taken = match &mut self.values {
+                Values::Int(values) => (0..count).all(|k| {
+                    let value = value(k);
+                    if ffi::PyLong_CheckExact(value) != 0 {
+                        match exact_int(value, layout) {
+                            Some(int) => values.push(int),
+                            None => {
+                                ffi::PyErr_Clear(); // too large: `push_row` raises it
+                                return false;
+                            }
+                        }
+                    } else if ffi::PyBool_Check(value) != 0 {
+                        values.push(i64::from(value == ffi::Py_True()));
+                    } else {
+                        return false;
+                    }
+                    true
+                }),
+                Values::Float(values) => (0..count).all(|k| {
+                    let value = value(k);
+                    let float = ffi::PyFloat_CheckExact(value) != 0;
+                    if float {
+                        values.push(ffi::PyFloat_AS_DOUBLE(value));
+                    }
+                    float
+                }),
+                // Each copied before the next is asked for, while it lives.
+                Values::Bytes { offsets, data } => {
+                    (0..count).all(|k| match exact_string(value(k)) {
+                        Some(bytes) => append_string(offsets, data, bytes).is_ok(),
+                        None => {
+                            ffi::PyErr_Clear(); // not a string, or no UTF-8: `push_row` decides
+                            false
+                        }
+                    })
+                }
+                Values::None(_) | Values::Array { .. } => false,
+            };
+            if !taken {
+                self.values.truncate(before);
+                break;
+            }
+            self.rows += 1;
+            if let Some(splits) = &mut self.splits {
+                splits.push(self.values.len() as i64);
+            }
+            if let Some(present) = &mut self.present {
+                present.push(true);
+            }
+            i += 1;
+        }
+        i
+    }
+
     /// Reads `len` rows, `item(i)` each: None when one does not fit the fast path.
     ///
     /// # Safety
@@ -460,6 +582,7 @@ impl Column {
         let mut i = 0;
         while i < len {
             i = self.push_scalars(&item, i, len);
+            i = self.push_list_rows(&item, i, len);
             if i == len {
                 break;
             }
