@@ -769,37 +769,44 @@ impl<'a> Values<'a> {
             _ => {
                 out[pos] = 0x0a;
                 let at = put_varint_at(out, pos + 1, packed_len as u64);
-                let end = at + packed_len;
-                match *self {
-                    Values::Float(v) => {
-                        let cells = out[at..end].chunks_exact_mut(4);
-                        cells
-                            .zip(v)
-                            .for_each(|(c, x)| c.copy_from_slice(&x.to_le_bytes()));
-                        end
-                    }
-                    Values::Double(v) => {
-                        let cells = out[at..end].chunks_exact_mut(8);
-                        cells
-                            .zip(v)
-                            .for_each(|(c, x)| c.copy_from_slice(&x.to_le_bytes()));
-                        end
-                    }
-                    Values::Int32(v) => v
-                        .iter()
-                        .fold(at, |at, &x| put_varint_at(out, at, i64::from(x) as u64)),
-                    Values::Int64(v) => v.iter().fold(at, |at, &x| {
-                        if (0..0x80).contains(&x) {
-                            out[at] = x as u8;
-                            at + 1
-                        } else {
-                            put_varint_at(out, at, x as u64)
-                        }
-                    }),
-                    Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => {
-                        unreachable!()
-                    }
+                self.put_packed_at(out, at, packed_len)
+            }
+        }
+    }
+
+    /// Writes numbers' packed payload, `packed_len` bytes, at `out[at..]` and
+    /// returns the position after it.
+    #[inline]
+    fn put_packed_at(&self, out: &mut [u8], at: usize, packed_len: usize) -> usize {
+        let end = at + packed_len;
+        match *self {
+            Values::Float(v) => {
+                let cells = out[at..end].chunks_exact_mut(4);
+                cells
+                    .zip(v)
+                    .for_each(|(c, x)| c.copy_from_slice(&x.to_le_bytes()));
+                end
+            }
+            Values::Double(v) => {
+                let cells = out[at..end].chunks_exact_mut(8);
+                cells
+                    .zip(v)
+                    .for_each(|(c, x)| c.copy_from_slice(&x.to_le_bytes()));
+                end
+            }
+            Values::Int32(v) => v
+                .iter()
+                .fold(at, |at, &x| put_varint_at(out, at, i64::from(x) as u64)),
+            Values::Int64(v) => v.iter().fold(at, |at, &x| {
+                if (0..0x80).contains(&x) {
+                    out[at] = x as u8;
+                    at + 1
+                } else {
+                    put_varint_at(out, at, x as u64)
                 }
+            }),
+            Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => {
+                unreachable!("byte strings are not packed")
             }
         }
     }
@@ -1097,19 +1104,32 @@ enum PlannedColumn<'a> {
     List(ListPlan<'a>),
 }
 
-/// A column of lists (or of rows that may lack the feature): its key field,
-/// padded for a fixed-size copy, its kind's tag, and its values.
+/// A column of lists (or of rows that may lack the feature), with the bytes
+/// prepared for its entries: a packed list's (numbers) are those of a byte
+/// string as long as its packed values (see [`BytesPlan::put_prefix`]); an
+/// empty list's are one constant; a list of byte strings has its lengths
+/// computed per row.
 struct ListPlan<'a> {
+    packed: BytesPlan,
+    empty: Prefix,
     key: Prefix,
-    tag: u8,
     column: ColumnValues<'a>,
 }
 
 impl<'a> ListPlan<'a> {
     fn new(layout: &EntryLayout, column: ColumnValues<'a>) -> Self {
+        let mut empty = Vec::new();
+        let no_values = column.values.range(0, 0);
+        put_row(
+            &mut empty,
+            &[(layout, Some(no_values))],
+            false,
+            &mut Vec::new(),
+        );
         ListPlan {
+            packed: BytesPlan::new(layout),
+            empty: Prefix::new(empty),
             key: Prefix::new(layout.key_field.clone()),
-            tag: layout.tag,
             column,
         }
     }
@@ -1125,7 +1145,16 @@ impl<'a> ListPlan<'a> {
         let values = column
             .values
             .range(column.splits[row] as usize, column.splits[row + 1] as usize);
-        let (packed, list) = values.sizes();
+        match values {
+            Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => {}
+            _ if values.is_empty() => return self.empty.put(out, pos),
+            _ => {
+                let packed = values.packed_len();
+                let at = self.packed.put_prefix(out, pos, packed);
+                return values.put_packed_at(out, at, packed);
+            }
+        }
+        let list = values.list_len();
         let feature = 1 + varint_len(list as u64) + list;
         let entry = self.key.len + 1 + varint_len(feature as u64) + feature;
         out[pos] = 0x0a;
@@ -1133,9 +1162,9 @@ impl<'a> ListPlan<'a> {
         at = self.key.put(out, at);
         out[at] = 0x12;
         at = put_varint_at(out, at + 1, feature as u64);
-        out[at] = self.tag;
+        out[at] = self.packed.layout.tag;
         at = put_varint_at(out, at + 1, list as u64);
-        values.put_list_at(out, at, packed)
+        values.put_list_at(out, at, 0)
     }
 }
 
@@ -1170,7 +1199,21 @@ impl BytesPlan {
     #[inline(always)]
     fn put(&self, out: &mut [u8], pos: usize, value: &[u8], readable: &[u8]) -> usize {
         let len = value.len();
-        let at = if len < self.short_below {
+        let at = self.put_prefix(out, pos, len);
+        if len <= 16 && readable.len() >= 16 {
+            out[at..at + 16].copy_from_slice(&readable[..16]);
+        } else {
+            out[at..at + len].copy_from_slice(value);
+        }
+        at + len
+    }
+
+    /// Writes the entry's bytes before a value of `len` bytes at `out[pos..]`
+    /// and returns the position after them. A packed list's entry has the
+    /// same bytes before its packed values, `len` bytes of them.
+    #[inline(always)]
+    fn put_prefix(&self, out: &mut [u8], pos: usize, len: usize) -> usize {
+        if len < self.short_below {
             let end = self.short.put(out, pos);
             // Stored, not added in place: reading back a byte of the block
             // just stored stalls store forwarding (it was 10% of the time).
@@ -1190,13 +1233,7 @@ impl BytesPlan {
             at = put_varint_at(out, at + 1, list as u64);
             out[at] = 0x0a;
             put_varint_at(out, at + 1, len as u64)
-        };
-        if len <= 16 && readable.len() >= 16 {
-            out[at..at + 16].copy_from_slice(&readable[..16]);
-        } else {
-            out[at..at + len].copy_from_slice(value);
         }
-        at + len
     }
 }
 
