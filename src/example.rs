@@ -736,12 +736,12 @@ impl<'a> Values<'a> {
         }
     }
 
-    /// Writes the list message's contents (what [`Values::put_list`] writes) at
-    /// `out[pos..]`, given the packed payload's size, and returns the position
-    /// after them. `out` has [`ROW_SLACK`] bytes to spare past them: a short
-    /// byte string is moved as one 16-byte block where its source allows.
+    /// Writes a list of byte strings' contents (what [`Values::put_list`]
+    /// writes for them) at `out[pos..]` and returns the position after them.
+    /// `out` has [`ROW_SLACK`] bytes to spare past them: a short byte string
+    /// is moved as one 16-byte block where its source allows.
     #[inline]
-    fn put_list_at(&self, out: &mut [u8], pos: usize, packed_len: usize) -> usize {
+    fn put_strings_at(&self, out: &mut [u8], pos: usize) -> usize {
         #[inline(always)]
         fn put_string(out: &mut [u8], pos: usize, value: &[u8], readable: &[u8]) -> usize {
             out[pos] = 0x0a;
@@ -765,12 +765,7 @@ impl<'a> Values<'a> {
                     put_string(out, at, value, readable)
                 })
             }
-            _ if self.is_empty() => pos,
-            _ => {
-                out[pos] = 0x0a;
-                let at = put_varint_at(out, pos + 1, packed_len as u64);
-                self.put_packed_at(out, at, packed_len)
-            }
+            _ => unreachable!("numbers are packed"),
         }
     }
 
@@ -1164,7 +1159,7 @@ impl<'a> ListPlan<'a> {
         at = put_varint_at(out, at + 1, feature as u64);
         out[at] = self.packed.layout.tag;
         at = put_varint_at(out, at + 1, list as u64);
-        values.put_list_at(out, at, 0)
+        values.put_strings_at(out, at)
     }
 }
 

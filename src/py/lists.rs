@@ -633,6 +633,7 @@ impl Column {
                 }
             }
         } else if ffi::Py_TYPE(item) == self.ndarray {
+            // Exactly NumPy's array type, so the object is a `PyUntypedArray`.
             let array = Bound::from_borrowed_ptr(py, item);
             if self.values.push_array(array.cast_unchecked()).is_err() {
                 return Ok(Err(Unusual));
