@@ -1670,6 +1670,17 @@ mod tests {
         }
     }
 
+    /// `blobs` as Arrow lays strings out: offsets, and the data end to end.
+    fn arrow_layout(blobs: &[&[u8]]) -> (Vec<i64>, Vec<u8>) {
+        let offsets = std::iter::once(0)
+            .chain(blobs.iter().scan(0, |end, b| {
+                *end += b.len() as i64;
+                Some(*end)
+            }))
+            .collect();
+        (offsets, blobs.concat())
+    }
+
     #[test]
     fn row_plan_writes_scalars_as_put_row_does() {
         let ints: Vec<i64> = vec![0, 1, 127, 128, -1, i64::MAX, i64::MIN, 300, 1 << 35];
@@ -1710,13 +1721,7 @@ mod tests {
                 })
                 .collect();
             // The blobs again, laid out as Arrow lays strings out.
-            let data: Vec<u8> = blobs.concat();
-            let offsets: Vec<i64> = std::iter::once(0)
-                .chain(blobs.iter().scan(0, |end, b| {
-                    *end += b.len() as i64;
-                    Some(*end)
-                }))
-                .collect();
+            let (offsets, data) = arrow_layout(&blobs);
             let offset_bytes = OffsetBytes::new(&offsets, &data).unwrap();
             // The first key is too long for any bytes entry to have one-byte lengths.
             let long_key = [b'a'; 130];
@@ -1804,13 +1809,7 @@ mod tests {
                 }
             })
             .collect();
-        let data: Vec<u8> = blobs.concat();
-        let offsets: Vec<i64> = std::iter::once(0)
-            .chain(blobs.iter().scan(0, |end, b| {
-                *end += b.len() as i64;
-                Some(*end)
-            }))
-            .collect();
+        let (offsets, data) = arrow_layout(&blobs);
         let offset_bytes = OffsetBytes::new(&offsets, &data).unwrap();
         let width = 3;
         let fixed: Vec<u8> = (0..ints.len())
