@@ -875,11 +875,13 @@ def write_examples(
         columns: ``{name: column}``. A 1-D NumPy array is one value per row; a
             2-D (or higher) array is a fixed-length list per row (flattened);
             a list of lists (or of arrays) is a variable-length list per row,
-            with None for a row that lacks the feature. Integers and bools
-            become ``int64_list``, floats ``float_list``, bytes and str
-            ``bytes_list``. A pyarrow Table or pandas DataFrame works too (pandas
-            columns not backed by NumPy, such as pandas 3's strings, through
-            their Arrow form: a missing value is a missing feature), and
+            with None (or ``pd.NA``) for a row that lacks the feature. Integers
+            and bools become ``int64_list``, floats ``float_list``, bytes and
+            str ``bytes_list``. A masked value (``np.ma``) is a ``ValueError``
+            naming its column and row. A pyarrow Table or pandas DataFrame works
+            too (pandas columns not backed by NumPy, such as pandas 3's strings,
+            through their Arrow form, and ``string[python]`` through the object
+            array pandas holds: a missing value is a missing feature), and
             so do streams of Arrow record batches (a ``RecordBatchReader``, a
             DuckDB relation, a Polars frame, anything with
             ``__arrow_c_stream__``), written batch by batch with memory bounded
@@ -908,7 +910,9 @@ def write_ofrecords(directory: str | os.PathLike[str], columns: Any, *, num_part
     """Writes one OFRecord per row of ``columns`` as a OneFlow dataset folder (``part-00000`` ...).
 
     Columns as for :func:`write_examples`; the dtype picks the list kind
-    (int32, int64, float32, float64 or bytes). Rows are split into
+    (int32, int64, float32, float64 or bytes). An OFRecord cannot be empty
+    (OneFlow's reader refuses length 0), so a row that no column gives a value
+    is a ``ValueError`` naming it, before anything is written. Rows are split into
     ``num_parts`` consecutive parts, committed as a set that replaces the
     folder's older parts; ``fsync`` as for :func:`write_examples`.
     """
