@@ -246,6 +246,38 @@ def test_a_masked_value_is_refused_naming_its_row(tmp_path: Path, shape: str) ->
     assert [list(rk.decode_example(r)["x"]) for r in rk.TFRecordReader(path)] == [[1], [2]]
 
 
+def test_nan_in_a_column_of_strings_is_a_missing_feature(tmp_path: Path) -> None:
+    # pandas (before 3) reads a missing string as NaN into an object column; in a
+    # column of strings NaN can only mean that, as pyarrow takes it. Read in Rust
+    # once the column is known to hold strings, by the general path when a NaN
+    # comes first. In a column of numbers NaN stays a value.
+    pd = pytest.importorskip("pandas")
+    nan = float("nan")
+    objects = np.empty(3, dtype=object)
+    objects[:] = [np.float64("nan"), b"y", "z"]
+    columns = {
+        "list": ["a", nan, "c"],
+        "first": [nan, b"b", b"c"],
+        "objects": objects,
+        "pandas": pd.Series(["p", np.nan, "r"], dtype=object),
+        "numbers": [1.5, nan, 2.5],
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # float64 stored as float32
+        [path] = rk.write_examples(tmp_path / "nan.tfrecord", columns)
+    decoded = [rk.decode_example(r) for r in rk.TFRecordReader(path)]
+    assert [{k: list(v) for k, v in d.items() if k != "numbers"} for d in decoded] == [
+        {"list": [b"a"], "pandas": [b"p"]},
+        {"first": [b"b"], "objects": [b"y"]},
+        {"list": [b"c"], "first": [b"c"], "objects": [b"z"], "pandas": [b"r"]},
+    ]
+    assert np.isnan(decoded[1]["numbers"][0]) and [d["numbers"][0] for d in decoded[::2]] == [1.5, 2.5]
+    from recordkit import _native
+
+    kind, _, _, present = _native._column_from_rows(["a", nan, "c"])  # in Rust, no general path
+    assert kind == "bytes" and present.tolist() == [True, False, True]
+
+
 _keys = st.text("abcdefghij_", min_size=1, max_size=130)
 
 

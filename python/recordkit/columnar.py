@@ -376,6 +376,9 @@ def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None
     """A list of per-row values (scalars, lists, arrays, or None for a missing feature)."""
     na = _pandas_na()
     present = np.array([v is not None and v is not na for v in rows_list], dtype=bool)
+    if any(isinstance(v, (bytes, str, bytearray)) for v in rows_list):
+        # NaN where strings are: pandas' (and pyarrow's) mark of a missing string.
+        present &= [not (isinstance(v, (float, np.floating)) and v != v) for v in rows_list]
     pieces = []
     for row, (v, has) in enumerate(zip(rows_list, present)):
         if not has:
@@ -875,7 +878,8 @@ def write_examples(
         columns: ``{name: column}``. A 1-D NumPy array is one value per row; a
             2-D (or higher) array is a fixed-length list per row (flattened);
             a list of lists (or of arrays) is a variable-length list per row,
-            with None (or ``pd.NA``) for a row that lacks the feature. Integers
+            with None (or ``pd.NA``, or NaN in a column of strings, as pandas
+            reads a missing string) for a row that lacks the feature. Integers
             and bools become ``int64_list``, floats ``float_list``, bytes and
             str ``bytes_list``. A masked value (``np.ma``) is a ``ValueError``
             naming its column and row. A pyarrow Table or pandas DataFrame works

@@ -610,7 +610,12 @@ impl Column {
         item: *mut ffi::PyObject,
     ) -> PyResult<Result<(), Unusual>> {
         let row = self.rows;
-        let missing = ffi::Py_IsNone(item) != 0 || item == self.na;
+        // NaN, where a string is expected, is pandas' (and pyarrow's) mark of
+        // a missing string: an object column of strings read by pandas holds it.
+        let nan_string = matches!(self.values, Values::Bytes { .. })
+            && ffi::PyFloat_CheckExact(item) != 0
+            && ffi::PyFloat_AS_DOUBLE(item).is_nan();
+        let missing = ffi::Py_IsNone(item) != 0 || item == self.na || nan_string;
         if missing {
             // Nothing to read.
         } else if ffi::PyList_CheckExact(item) != 0 || ffi::PyTuple_CheckExact(item) != 0 {
@@ -671,8 +676,9 @@ impl Column {
 /// when every row holds exactly one value, and `present` is None when every
 /// row has the feature. `rows` is a list or a 1-D object array, of which rows
 /// `start..stop` are read (a slice of a list would touch every object it
-/// holds, to count a reference); a row is None or `pd.NA` (missing), a
-/// scalar, a list or tuple of scalars, or a NumPy array. None when the rows
+/// holds, to count a reference); a row is None or `pd.NA` (missing; NaN too
+/// in a column of strings), a scalar, a list or tuple of scalars, or a NumPy
+/// array. None when the rows
 /// hold anything else (deeper nesting, strings mixed with numbers, arrays of
 /// strings or of differing dtypes): the caller's general path takes those.
 #[pyfunction]
