@@ -189,6 +189,36 @@ def test_pd_na_is_a_missing_feature_in_lists_and_object_arrays(tmp_path: Path) -
     ]
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["int", "float", "bytes"]), st.booleans(),
+       st.integers(0, 50), st.integers(400, 900))
+def test_long_columns_of_list_rows_are_read_whole(seed, kind, as_objects, start, stop) -> None:
+    # Long enough for the reader's look-ahead (it loads rows a few hundred
+    # ahead): rows of lists of every length, empty ones, tuples, None, a bare
+    # value, read by range, give exactly the rows' values.
+    from recordkit import _native
+
+    rng = np.random.default_rng(seed)
+    make = {"int": lambda: int(rng.integers(-5, 2**40)), "float": lambda: float(rng.random()),
+            "bytes": lambda: bytes(rng.integers(0, 256, int(rng.integers(0, 20))).astype(np.uint8))}[kind]
+    shapes = rng.choice(["list", "empty", "tuple", "none", "bare", "one"], 1000, p=[0.5, 0.1, 0.1, 0.1, 0.1, 0.1])
+    rows = [{"list": lambda: [make() for _ in range(int(rng.integers(1, 6)))], "empty": list, "none": lambda: None,
+             "tuple": lambda: (make(), make()), "bare": make, "one": lambda: [make()]}[shape]() for shape in shapes]
+    found_kind, values, splits, present = _native._column_from_rows(_object_array(rows) if as_objects else rows, start, stop)
+    read = rows[start:stop]
+    listed = [[] if r is None else list(r) if isinstance(r, (list, tuple)) else [r] for r in read]
+    flat = [v for r in listed for v in r]
+    if kind == "bytes":
+        offsets, data = values
+        got = [data[a:b].tobytes() for a, b in zip(offsets[:-1], offsets[1:])]
+    else:
+        got = values.tolist()
+    assert found_kind == {"int": "int64", "float": "float64", "bytes": "bytes"}[kind]
+    assert got == flat
+    assert splits.tolist() == np.cumsum([0] + [len(r) for r in listed]).tolist()
+    assert present.tolist() == [r is not None for r in read]
+
+
 def test_a_list_row_that_breaks_the_fast_loop_is_read_again_whole() -> None:
     # Rows of lists are read in a loop for the column's kind; a row whose later
     # item is of another kind is taken back and read again by the general step
@@ -624,6 +654,14 @@ def test_the_rows_read_to_measure_them_are_read_again_in_the_first_slice(tmp_pat
     sizes.clear()
     rk.write_examples(tmp_path / "z.tfrecord", {"s": np.array(values, dtype="S500")})
     assert sizes == [100]
+    # Python objects: small slices first (nothing is written until one is read),
+    # each at most twice the one before.
+    sizes.clear()
+    monkeypatch.setattr(columnar, "_FIRST_READ_ROWS", 8)
+    monkeypatch.setattr(columnar, "_WRITE_SLICE_BYTES", 16 << 20)
+    rk.write_examples(tmp_path / "w.tfrecord", {"s": values})
+    assert sizes == [16, 32, 64, 4]
+    assert [rk.decode_example(r)["s"][0] for r in rk.TFRecordReader(tmp_path / "w.tfrecord")] == values
 
 
 def test_an_error_in_a_later_slice_names_the_row_and_leaves_nothing(tmp_path, monkeypatch) -> None:

@@ -21,6 +21,68 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+/// How far ahead [`prefetch_rows_ahead`] works, in rows, per stage: a row's
+/// list object is asked for `3 * PREFETCH_AHEAD` rows ahead, its item array
+/// `2 *` ahead, its values `1 *` ahead. At 3-5 ns a row in cache, 64 rows are
+/// a few hundred nanoseconds: more than a load from memory takes (16 and 32
+/// were measured slower).
+const PREFETCH_AHEAD: usize = 64;
+
+/// Asks the CPU to start loading the cache line at `p` (x86-64 only; elsewhere
+/// nothing). A prefetch is a hint: it never faults, whatever the address.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    // SAFETY: SSE, which the intrinsic requires, is part of every x86-64
+    // CPU; and a prefetch reads nothing a program can see.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Starts loading what rows ahead of row `i` (of `len`) will need, when they
+/// are lists: rows of lists hold each value three pointers away (the column's
+/// item, the row's item array, the value), and the hardware does not follow
+/// pointers. A row's first and last values are asked for: short rows'
+/// values lie together, one or two cache lines.
+///
+/// Measured, 1 M rows read out of cache (ns a row, without -> with): one
+/// int in a list 8.1 -> 5.7, one `bytes` 10.8 -> 6.8, 3 floats 15.0 -> 10.2,
+/// 0-5 ints 19.9 -> 18.4. The same rows in cache cost 1.5-2 ns more: a write's
+/// columns are never in cache.
+///
+/// # Safety
+/// As for [`Column::push_scalars`]: `item(k)` is a live object or null for
+/// every `k < len`, and nothing runs that could change them.
+#[inline(always)]
+unsafe fn prefetch_rows_ahead(item: &impl Fn(usize) -> *mut ffi::PyObject, i: usize, len: usize) {
+    if i + 3 * PREFETCH_AHEAD < len {
+        prefetch(item(i + 3 * PREFETCH_AHEAD));
+    }
+    // The stages below read the headers the stage before asked for.
+    let list_at = |k: usize| {
+        let row = if k < len {
+            item(k)
+        } else {
+            std::ptr::null_mut()
+        };
+        (!row.is_null() && ffi::PyList_CheckExact(row) != 0)
+            .then_some(row.cast::<ffi::PyListObject>())
+    };
+    if let Some(row) = list_at(i + 2 * PREFETCH_AHEAD) {
+        prefetch((*row).ob_item);
+    }
+    if let Some(row) = list_at(i + PREFETCH_AHEAD) {
+        let size = (*row).ob_base.ob_size;
+        if size > 0 {
+            prefetch(*(*row).ob_item);
+            prefetch(*(*row).ob_item.offset(size - 1));
+        }
+    }
+}
+
 /// The values seen so far, of one kind; ints become floats when a float
 /// joins them, as NumPy would promote them.
 enum Values {
@@ -488,6 +550,7 @@ impl Column {
     ) -> usize {
         let mut i = from;
         while i < len {
+            prefetch_rows_ahead(item, i, len);
             let row = item(i);
             if row.is_null() {
                 break;
