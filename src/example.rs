@@ -961,7 +961,6 @@ impl EntryLayout {
 #[derive(Clone, Copy, Debug)]
 pub enum ScalarValues<'a> {
     Int64(&'a [i64]),
-    Float(&'a [f32]),
     Bytes(&'a [&'a [u8]]),
     Offsets(OffsetBytes<'a>),
     /// NumPy `S` cells of `width` bytes, trailing NULs not part of the value.
@@ -972,15 +971,15 @@ pub enum ScalarValues<'a> {
 }
 
 impl<'a> ScalarValues<'a> {
-    /// The scalar view of `values` when every row holds one value of a kind the plan encodes.
+    /// The scalar view of `values` when every row holds one value of a kind
+    /// the plan encodes so (floats are planned by their rows' width).
     pub fn of(values: Values<'a>) -> Option<Self> {
         match values {
             Values::Int64(v) => Some(ScalarValues::Int64(v)),
-            Values::Float(v) => Some(ScalarValues::Float(v)),
             Values::Bytes(v) => Some(ScalarValues::Bytes(v)),
             Values::Offsets(v) => Some(ScalarValues::Offsets(v)),
             Values::FixedBytes { data, width } => Some(ScalarValues::FixedBytes { data, width }),
-            Values::Double(_) | Values::Int32(_) => None,
+            Values::Float(_) | Values::Double(_) | Values::Int32(_) => None,
         }
     }
 }
@@ -1069,14 +1068,30 @@ pub struct ColumnValues<'a> {
 impl ColumnValues<'_> {
     /// Whether every row holds exactly one value.
     fn one_each(&self) -> bool {
-        self.present.is_none() && self.splits.iter().enumerate().all(|(i, &s)| s == i as i64)
+        self.uniform_width() == Some(1)
+    }
+
+    /// The number of values every row holds, where each holds the same number
+    /// (at least one): a 2-D array's width.
+    fn uniform_width(&self) -> Option<usize> {
+        let width = match self.splits {
+            [0, first, ..] if *first > 0 => *first,
+            _ => return None,
+        };
+        let uniform = self
+            .splits
+            .iter()
+            .enumerate()
+            .all(|(i, &s)| s == i as i64 * width);
+        (self.present.is_none() && uniform).then_some(width as usize)
     }
 }
 
 /// Encodes rows of columns in one pass, from bytes prepared once per column
 /// and written in place, with no growth checks. Where a column holds exactly
 /// one value in every row (the common tabular case), a float entry is a
-/// constant prefix and 4 bytes; an int64 entry one of ten prefixes (by the
+/// constant prefix and 4 bytes (and where every row holds the same number of
+/// floats, an embedding's, the prefix and their bytes); an int64 entry one of ten prefixes (by the
 /// varint's length) and the varint; a short byte string a prefix whose four
 /// length bytes are its length plus constants. Other columns (lists, missing
 /// features) have their lengths computed per row. Bytes identical to [`put_row`]'s.
@@ -1089,7 +1104,9 @@ pub struct RowPlan<'a> {
 
 /// One column's values with the bytes prepared for them.
 enum PlannedColumn<'a> {
-    Float(Prefix, &'a [f32]),
+    /// Floats, the same number in every row (one, or a 2-D array's width):
+    /// the entry is a constant prefix and the packed values.
+    Float(Prefix, &'a [f32], usize),
     /// Prefixes for varint lengths 1 to 10 (index 0 unused).
     Int64(Vec<Prefix>, &'a [i64]),
     Bytes(BytesPlan, &'a [&'a [u8]]),
@@ -1268,34 +1285,39 @@ impl<'a> RowPlan<'a> {
             .zip(columns)
             .map(|(layout, c)| {
                 let scalar = c.one_each().then(|| ScalarValues::of(c.values)).flatten();
-                let (column, bound) = match scalar {
-                    Some(ScalarValues::Float(x)) => {
-                        let prefix = Prefix::new(scalar_prefix(layout, 4));
-                        let bound = prefix.len + 4;
-                        (PlannedColumn::Float(prefix, x), bound)
+                let floats = match c.values {
+                    Values::Float(x) => c.uniform_width().map(|width| (x, width)),
+                    _ => None,
+                };
+                let (column, bound) = match (floats, scalar) {
+                    // A packed list's entry has the bytes of a scalar's as long as its values.
+                    (Some((x, width)), _) => {
+                        let prefix = Prefix::new(scalar_prefix(layout, 4 * width));
+                        let bound = prefix.len + 4 * width;
+                        (PlannedColumn::Float(prefix, x, width), bound)
                     }
-                    Some(ScalarValues::Int64(x)) => {
+                    (_, Some(ScalarValues::Int64(x))) => {
                         let prefixes: Vec<Prefix> = (0..=MAX_VARINT)
                             .map(|n| Prefix::new(scalar_prefix(layout, n)))
                             .collect();
                         let bound = prefixes[MAX_VARINT].len + MAX_VARINT;
                         (PlannedColumn::Int64(prefixes, x), bound)
                     }
-                    Some(ScalarValues::Bytes(x)) => (
+                    (_, Some(ScalarValues::Bytes(x))) => (
                         PlannedColumn::Bytes(BytesPlan::new(layout), x),
                         bytes_bound(layout),
                     ),
-                    Some(ScalarValues::Offsets(x)) => (
+                    (_, Some(ScalarValues::Offsets(x))) => (
                         PlannedColumn::Offsets(BytesPlan::new(layout), x),
                         bytes_bound(layout),
                     ),
-                    Some(ScalarValues::FixedBytes { data, width }) => (
+                    (_, Some(ScalarValues::FixedBytes { data, width })) => (
                         PlannedColumn::FixedBytes(BytesPlan::new(layout), data, width),
                         bytes_bound(layout) + width,
                     ),
                     // 0a [entry] key 12 [feature] tag [list] 0a [packed]: the
                     // values themselves are bounded per range of rows.
-                    None => (
+                    (None, None) => (
                         PlannedColumn::List(ListPlan::new(layout, *c)),
                         layout.key_field.len() + 4 + 4 * MAX_VARINT,
                     ),
@@ -1340,10 +1362,19 @@ impl<'a> RowPlan<'a> {
         let mut pos = start;
         for column in &self.columns {
             pos = match column {
-                PlannedColumn::Float(prefix, x) => {
+                PlannedColumn::Float(prefix, x, 1) => {
                     let at = prefix.put(out, pos);
                     out[at..at + 4].copy_from_slice(&x[row].to_le_bytes());
                     at + 4
+                }
+                PlannedColumn::Float(prefix, x, width) => {
+                    let at = prefix.put(out, pos);
+                    let end = at + 4 * width;
+                    let cells = out[at..end].chunks_exact_mut(4);
+                    cells
+                        .zip(&x[row * width..(row + 1) * width])
+                        .for_each(|(c, v)| c.copy_from_slice(&v.to_le_bytes()));
+                    end
                 }
                 PlannedColumn::Int64(prefixes, x) => {
                     let value = x[row] as u64;
@@ -1875,6 +1906,48 @@ mod tests {
                 pos += plan.put_row(&mut all[pos..], row);
             }
             assert!(pos <= plan.bound(0..rows));
+        }
+    }
+
+    #[test]
+    fn row_plan_writes_rows_of_equally_many_floats_as_put_row_does() {
+        // A 2-D array's rows (width 3, and a width whose packed bytes take a
+        // two-byte length), one float a row, and splits that only start
+        // evenly: each row as the general encoder writes it.
+        let floats: Vec<f32> = (0..120).map(|i| i as f32 * 0.5 - 7.0).collect();
+        for (schema, wrap) in [(Schema::TensorFlow, true), (Schema::OneFlow, false)] {
+            let layout = EntryLayout::new(b"embedding", Some(Kind::Float), schema).unwrap();
+            for splits in [
+                (0..=40).map(|i| 3 * i).collect::<Vec<i64>>(),
+                vec![0, 40, 80, 120],
+                (0..=120).collect(),
+                vec![0, 3, 6, 10],
+            ] {
+                let column = ColumnValues {
+                    values: Values::Float(&floats[..*splits.last().unwrap() as usize]),
+                    splits: &splits,
+                    present: None,
+                };
+                let plan = RowPlan::new(&[&layout], &[column], wrap);
+                let rows = splits.len() - 1;
+                let mut all = vec![0xee; plan.bound(0..rows) + ROW_SLACK];
+                let mut pos = 0;
+                for row in 0..rows {
+                    let len = plan.put_row(&mut all[pos..], row);
+                    let (start, end) = (splits[row] as usize, splits[row + 1] as usize);
+                    let values = Values::Float(&floats[start..end]);
+                    let mut expected = Vec::new();
+                    put_row(
+                        &mut expected,
+                        &[(&layout, Some(values))],
+                        wrap,
+                        &mut Vec::new(),
+                    );
+                    assert_eq!(all[pos..pos + len], expected[..], "row {row} of {splits:?}");
+                    pos += len;
+                }
+                assert!(pos <= plan.bound(0..rows));
+            }
         }
     }
 
