@@ -1090,11 +1090,12 @@ impl ColumnValues<'_> {
 /// Encodes rows of columns in one pass, from bytes prepared once per column
 /// and written in place, with no growth checks. Where a column holds exactly
 /// one value in every row (the common tabular case), a float entry is a
-/// constant prefix and 4 bytes (and where every row holds the same number of
-/// floats, an embedding's, the prefix and their bytes); an int64 entry one of ten prefixes (by the
-/// varint's length) and the varint; a short byte string a prefix whose four
-/// length bytes are its length plus constants. Other columns (lists, missing
-/// features) have their lengths computed per row. Bytes identical to [`put_row`]'s.
+/// constant prefix and 4 bytes (where every row holds the same number of
+/// floats, as an embedding's do, a constant prefix and their bytes); an int64
+/// entry one of ten prefixes (by the varint's length) and the varint; a short
+/// byte string a prefix whose four length bytes are its length plus
+/// constants. Other columns (lists, missing features) have their lengths
+/// computed per row. Bytes identical to [`put_row`]'s.
 pub struct RowPlan<'a> {
     columns: Vec<PlannedColumn<'a>>,
     wrap: bool,

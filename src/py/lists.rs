@@ -50,8 +50,8 @@ fn prefetch<T>(p: *const T) {
 ///
 /// Measured, 1 M rows read out of cache (ns a row, without -> with): one
 /// int in a list 8.1 -> 5.7, one `bytes` 10.8 -> 6.8, 3 floats 15.0 -> 10.2,
-/// 0-5 ints 19.9 -> 18.4. The same rows in cache cost 1.5-2 ns more: a write's
-/// columns are never in cache.
+/// 0-5 ints 19.9 -> 18.4. The same rows in cache cost 1.5-2 ns more, which
+/// only small writes, whose columns may still be in cache, pay.
 ///
 /// # Safety
 /// As for [`Column::push_scalars`]: `item(k)` is a live object or null for
