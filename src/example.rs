@@ -1370,12 +1370,8 @@ impl<'a> RowPlan<'a> {
                 }
                 PlannedColumn::Float(prefix, x, width) => {
                     let at = prefix.put(out, pos);
-                    let end = at + 4 * width;
-                    let cells = out[at..end].chunks_exact_mut(4);
-                    cells
-                        .zip(&x[row * width..(row + 1) * width])
-                        .for_each(|(c, v)| c.copy_from_slice(&v.to_le_bytes()));
-                    end
+                    let values = Values::Float(&x[row * width..(row + 1) * width]);
+                    values.put_packed_at(out, at, 4 * width)
                 }
                 PlannedColumn::Int64(prefixes, x) => {
                     let value = x[row] as u64;

@@ -621,8 +621,8 @@ _WRITE_SLICE_ROWS = 131072
 #   first slice of Python objects is at most _FIRST_READ_ROWS, and each one after
 #   at most twice the one before. 1 M tutorial rows, each value in a list of its
 #   own (best of 5, three times, alternating): 49.4-51.5 ms a write against
-#   47.7-49.7 ms. Small slices at the end as well were slower (48-50 ms against
-#   44-49): each slice's write drains its encoder threads.
+#   47.7-49.7 ms. Small slices at the end as well were slower (47.8-49.8 ms
+#   against 44.2-48.9): each slice's write drains its encoder threads.
 _OBJECT_SLICE_ROWS = 262144
 _WRITE_SLICE_BYTES = 16 << 20
 _FIRST_SLICE_ROWS = 16
