@@ -580,9 +580,10 @@ def test_slices_written_behind_match_the_whole_columns(tmp_path, monkeypatch, th
     # (the slice of ints before the float starts the write over, whole).
     from recordkit import columnar
 
-    calls: list[str] = []
+    calls: list[tuple[str, bool]] = []
     write = columnar._write
-    monkeypatch.setattr(columnar, "_write", lambda *a: (calls.append(threading.current_thread().name), write(*a))[1])
+    monkeypatch.setattr(columnar, "_write", lambda *a, **k: (
+        calls.append((threading.current_thread().name, k.get("behind", False))), write(*a, **k))[1])
     for name, slice_rows in (("one", 10**9), ("sliced", 4)):
         monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", slice_rows)
         monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", slice_rows)
@@ -598,8 +599,10 @@ def test_slices_written_behind_match_the_whole_columns(tmp_path, monkeypatch, th
             assert one == (tmp_path / f"{kind}-sliced-{shard}-of-00002.tfrecord").read_bytes(), (kind, shard)
     decoded = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "mixed-sliced-00000-of-00002.tfrecord")]
     assert decoded[12]["num"].dtype == np.float32 and "late" not in decoded[0]
-    on_helper = {name for name in calls if name != threading.main_thread().name}
-    assert on_helper == (set() if threads == 1 else {"recordkit-writer"})
+    # Every slice is read and lent to the writer's own thread from this one;
+    # the start over, whole, writes in turn.
+    assert {name for name, _ in calls} == {threading.main_thread().name}
+    assert {behind for _, behind in calls} == {True, False}
 
 
 @pytest.mark.parametrize("source", ["lists", "arrow", "convert"])
@@ -677,7 +680,7 @@ def test_an_error_in_a_later_slice_names_the_row_and_leaves_nothing(tmp_path, mo
 
 @pytest.mark.parametrize("columns", ["dict", "table"])
 def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, monkeypatch, columns) -> None:
-    # The helper thread's failure (a full disk, say) is raised here; no slice
+    # A write's failure (a full disk, say) is raised here; no slice
     # is read or written after it, and the file is not left behind.
     pa = pytest.importorskip("pyarrow")
     from recordkit import columnar
@@ -686,10 +689,10 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
     monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", 4)
     write, written = columnar._write, []
 
-    def fail_third(writer, normalized, start, end, schema, rows_before=0):
+    def fail_third(writer, normalized, start, end, schema, rows_before=0, behind=False):
         if len(written) == 2:
             raise OSError(28, "No space left on device")
-        write(writer, normalized, start, end, schema, rows_before)
+        write(writer, normalized, start, end, schema, rows_before, behind)
         written.append(end - start)
 
     monkeypatch.setattr(columnar, "_write", fail_third)
@@ -697,6 +700,61 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
     with pytest.raises(OSError, match="No space left"):
         rk.write_examples(tmp_path / "x.tfrecord", data if columns == "dict" else pa.table(data))
     assert written == [4, 4] and os.listdir(tmp_path) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_full_disk_under_rows_written_behind_is_raised_and_stops_the_writer(threads: int) -> None:
+    # With threads, write_columns(behind=True) returns once the columns are
+    # lent, and the rows' failure comes from settle; on one thread, from the
+    # call itself. Either way every later call fails, naming it.
+    from recordkit import _native
+
+    rows = 200_000  # past the writer's 1 MiB buffer
+    columns = [("a", "int64_list", np.arange(rows), np.arange(rows + 1), None)]
+    rk.set_num_threads(threads)
+    try:
+        writer = _native.RecordWriter("/dev/full", name="/dev/full", format="tfrecord", compression="none")
+        if threads == 1:
+            with pytest.raises(OSError, match="No space left"):
+                writer.write_columns(rows, columns, "tensorflow", True)
+        else:
+            assert writer.write_columns(rows, columns, "tensorflow", True) == rows
+            with pytest.raises(OSError, match="No space left"):
+                writer.settle()
+        for later in (lambda: writer.write_columns(rows, columns, "tensorflow", True), writer.close):
+            with pytest.raises(ValueError, match="stopped at an earlier error .*No space left"):
+                later()
+    finally:
+        rk.set_num_threads(None)
+
+
+def test_rows_written_behind_outlive_the_callers_references(tmp_path: Path) -> None:
+    # The writer keeps the columns it was lent alive until their rows are
+    # written, and a writer dropped with rows in flight waits for them.
+    from recordkit import _native
+
+    rows = 100_000
+    expected = tmp_path / "expected.tfrecord"
+    rk.write_examples(expected, {"n": np.arange(rows) * 7, "s": np.char.mod(b"v%d", np.arange(rows))})
+    rk.set_num_threads(2)
+    try:
+        for drop_writer in (False, True):
+            path = tmp_path / f"behind-{drop_writer}.tfrecord"
+            writer = _native.RecordWriter(str(path), name=str(path), format="tfrecord", compression="none")
+            words = np.char.mod(b"v%d", np.arange(rows))
+            columns = [("n", "int64_list", np.arange(rows) * 7, np.arange(rows + 1), None),
+                       ("s", "bytes_fixed", (words.view(np.uint8).reshape(-1), words.dtype.itemsize),
+                        np.arange(rows + 1), None)]
+            writer.write_columns(rows, columns, "tensorflow", True)
+            del columns, words
+            if drop_writer:
+                del writer  # joins the thread, then releases the columns; the file stays incomplete at worst
+            else:
+                writer.close()
+                assert path.read_bytes() == expected.read_bytes()
+    finally:
+        rk.set_num_threads(None)
 
 
 def test_rows_of_a_list_are_read_by_range_as_a_slice_would_be() -> None:

@@ -566,9 +566,12 @@ def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str]
     return rows, out
 
 
-def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema: str, rows_before: int = 0) -> None:
+def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema: str, rows_before: int = 0,
+           behind: bool = False) -> None:
     """Encodes and writes rows ``start:end`` of normalized columns; an error names
-    its row counted from the first of the input, ``rows_before`` rows before ``columns``."""
+    its row counted from the first of the input, ``rows_before`` rows before ``columns``.
+    With ``behind``, the rows are written on the writer's own thread, and this
+    returns once they are read (see :func:`_write_slices`)."""
     batch = []
     rebased: dict[int, np.ndarray] = {}  # columns sharing splits share their slice
     for name, (kind, values, splits, present) in columns.items():
@@ -586,7 +589,7 @@ def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema
             rebased[id(splits)] = np.ascontiguousarray(splits[start : end + 1] - lo)
         batch.append((name, kind, part, rebased[id(splits)], None if present is None else np.ascontiguousarray(present[start:end])))
     try:
-        writer._native.write_columns(end - start, batch, schema)
+        writer._native.write_columns(end - start, batch, schema, behind)
     except ValueError as error:
         if len(error.args) == 2 and isinstance(error.args[0], int):  # (row, problem), from Rust
             raise ValueError(f"row {rows_before + start + error.args[0]}: {error.args[1]}") from None
@@ -647,7 +650,7 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
         try:
             with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
                 for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
-                    _write_behind(_slices_writer(writer, schema, start), _column_slices(items, schema, start, end, warned, kinds))
+                    _write_slices(writer, schema, start, _column_slices(items, schema, start, end, warned, kinds))
             return
         except _SlicesDiffer:
             pass  # nothing was kept: the whole columns below, as one
@@ -730,27 +733,31 @@ def _rows_of(column: Any, lo: int, hi: int) -> Any:
     return column[lo:hi]
 
 
-def _slices_writer(writer: Any, schema: str, first_row: int) -> Callable[[int, dict[str, Column]], None]:
-    """Writes one slice of normalized columns, whole, with ``writer``: the slices
-    of the input from row ``first_row`` on, in order."""
+def _write_slices(writer: Any, schema: str, first_row: int, slices: Iterable[tuple[int, dict[str, Column]]]) -> None:
+    """Writes each slice of normalized columns, in order: the input's rows from
+    ``first_row`` on. A slice is encoded and written on the writer's own thread
+    (in Rust, without the GIL) while ``slices`` reads the next on this one,
+    holding the GIL. One slice is in flight at a time, so the records stay in
+    order and memory stays at two slices; the failure of the one in flight is
+    raised by the next write, or here (the writer's close or abort waits for it too)."""
     done = first_row
-
-    def write(rows: int, normalized: dict[str, Column]) -> None:
-        nonlocal done
-        _write(writer, normalized, 0, rows, schema, done)
+    for rows, normalized in slices:
+        _write(writer, normalized, 0, rows, schema, done, behind=True)
         done += rows
-
-    return write
+    writer._native.settle()
 
 
 def _write_behind(write: Callable[[int, dict[str, Column]], None], slices: Iterable[tuple[int, dict[str, Column]]]) -> None:
     """``write(rows, columns)`` for each slice of normalized columns, on a helper
-    thread while ``slices`` makes the next on this one: reading Python values holds
-    the GIL, encoding and writing do not, so the two overlap. One slice is in
-    flight at a time, so the records stay in order, memory stays at two slices, and
-    ``write`` runs for one slice at a time (it may keep state without a lock). A
-    failure in ``write`` is raised here, once the slice in flight is done. With one
-    thread (see :func:`recordkit.set_num_threads`) the slices are written here, in turn."""
+    thread while ``slices`` makes the next on this one: reading holds the GIL,
+    encoding and writing do not, so the two overlap. For a ``write`` that sees
+    each piece written before the next (``convert`` cuts shards by size, asking
+    the bytes written); a writer's own slices go behind in Rust, with no GIL to
+    wait for (:func:`_write_slices`). One slice is in flight at a time, so the
+    records stay in order, memory stays at two slices, and ``write`` runs for one
+    slice at a time (it may keep state without a lock). A failure in ``write`` is
+    raised here, once the slice in flight is done. With one thread (see
+    :func:`recordkit.set_num_threads`) the slices are written here, in turn."""
     if get_num_threads() == 1:
         for rows, normalized in slices:
             write(rows, normalized)
@@ -813,7 +820,7 @@ def _write_table(targets: list[Any], writer_factory: Any, table: Any, schema: st
     warned: set[str] = set()
     with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(table.num_rows, len(writers))):
-            _write_behind(_slices_writer(writer, schema, start),
+            _write_slices(writer, schema, start,
                           (_normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema, warned, lo)
                            for lo in range(start, end, _WRITE_SLICE_ROWS)))
 
@@ -841,7 +848,7 @@ def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: 
                 done += rows
 
     def write_batches(writer: Any) -> None:
-        _write_behind(_slices_writer(writer, schema, 0), slices())
+        _write_slices(writer, schema, 0, slices())
 
     if len(targets) == 1:
         with all_or_nothing([writer_factory(targets[0])], whole_set=whole_set, fsync=fsync) as writers:

@@ -695,19 +695,6 @@ pub fn encode_list<'py>(
     })
 }
 
-impl Held<'_> {
-    /// The kind of list these values make.
-    pub fn kind(&self) -> Kind {
-        match self {
-            Held::Bytes(_) | Held::FixedBytes(..) | Held::OffsetBytes(..) => Kind::Bytes,
-            Held::Float(_) => Kind::Float,
-            Held::Double(_) => Kind::Double,
-            Held::Int32(_) => Kind::Int32,
-            Held::Int64(_) => Kind::Int64,
-        }
-    }
-}
-
 /// Values for encoding, borrowed from Python objects (NumPy arrays of the
 /// kind's dtype, or a list of bytes).
 pub enum Held<'py> {
@@ -775,6 +762,7 @@ impl<'py> Held<'py> {
 }
 
 /// A feature's flat values as plain slices.
+#[derive(Clone)]
 pub enum Flat<'a> {
     Bytes(Vec<&'a [u8]>),
     Offsets(OffsetBytes<'a>),
@@ -786,6 +774,17 @@ pub enum Flat<'a> {
 }
 
 impl Flat<'_> {
+    /// The kind of list these values make.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Flat::Bytes(_) | Flat::Offsets(_) | Flat::FixedBytes(..) => Kind::Bytes,
+            Flat::Float(_) => Kind::Float,
+            Flat::Double(_) => Kind::Double,
+            Flat::Int32(_) => Kind::Int32,
+            Flat::Int64(_) => Kind::Int64,
+        }
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Flat::Bytes(v) => v.len(),
@@ -943,17 +942,94 @@ pub fn encode_sequence<'py>(
 
 /// One column of a batch for `RecordWriter.write_columns`: row `r` holds
 /// `values[splits[r]..splits[r + 1]]`, and is left out where `present[r]` is false.
-pub struct ColumnSource<'a> {
-    pub key: &'a [u8],
-    pub values: Flat<'a>,
-    pub splits: &'a [i64],
-    pub present: Option<&'a [bool]>,
+///
+/// Its memory is lent by Python objects (NumPy arrays), not borrowed from
+/// them: the writer encodes the rows without the GIL, on a thread of its own
+/// while the caller reads the next ones, and keeps the objects alive until
+/// then (see [`ColumnSource::lend`]).
+pub struct ColumnSource {
+    pub key: Vec<u8>,
+    pub values: LentValues,
+    pub splits: &'static [i64],
+    pub present: Option<&'static [bool]>,
 }
 
-impl ColumnSource<'_> {
+/// A column's values: byte strings (which hold their Python objects), or
+/// slices of NumPy arrays.
+pub enum LentValues {
+    Strings(Vec<Payload>),
+    Flat(Flat<'static>),
+}
+
+impl LentValues {
+    pub fn flat(&self) -> Flat<'_> {
+        match self {
+            LentValues::Strings(v) => Flat::Bytes(v.iter().map(|b| &**b).collect()),
+            LentValues::Flat(flat) => flat.clone(),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            LentValues::Strings(_) => Kind::Bytes,
+            LentValues::Flat(flat) => flat.kind(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            LentValues::Strings(v) => v.len(),
+            LentValues::Flat(flat) => flat.len(),
+        }
+    }
+}
+
+impl ColumnSource {
+    /// The column's memory, lent past the lifetime of `values`, `splits` and
+    /// `present` (which are dropped here, with the GIL held).
+    ///
+    /// # Safety
+    ///
+    /// Until the returned source is dropped, the caller keeps a reference to
+    /// the Python objects that own the arrays' memory, and no code resizes or
+    /// writes those arrays.
+    pub unsafe fn lend(
+        key: String,
+        values: Held<'_>,
+        splits: PyReadonlyArray1<'_, i64>,
+        present: Option<PyReadonlyArray1<'_, bool>>,
+    ) -> PyResult<ColumnSource> {
+        let not_contiguous =
+            |_| PyValueError::new_err("splits and masks must be contiguous arrays");
+        let splits = splits.as_slice().map_err(not_contiguous)?;
+        let present = present
+            .as_ref()
+            .map(|p| p.as_slice())
+            .transpose()
+            .map_err(not_contiguous)?;
+        let values = match values {
+            Held::Bytes(payloads) => LentValues::Strings(payloads),
+            // SAFETY: the caller keeps the arrays alive and unchanged while
+            // the source lives (this function's contract); only the lifetime changes.
+            held => LentValues::Flat(unsafe {
+                std::mem::transmute::<Flat<'_>, Flat<'static>>(held.slices()?)
+            }),
+        };
+        Ok(ColumnSource {
+            key: key.into_bytes(),
+            values,
+            // SAFETY: as for the values.
+            splits: unsafe { std::slice::from_raw_parts(splits.as_ptr(), splits.len()) },
+            // SAFETY: as for the values.
+            present: present.map(|p| unsafe { std::slice::from_raw_parts(p.as_ptr(), p.len()) }),
+        })
+    }
+}
+
+impl ColumnSource {
     /// Checks the splits so that slicing by them cannot fail.
     pub fn check(&self, rows: usize) -> PyResult<()> {
-        let name = String::from_utf8_lossy(self.key);
+        let name = String::from_utf8_lossy(&self.key);
         let s = self.splits;
         if s.len() != rows + 1
             || s[0] != 0

@@ -19,7 +19,9 @@ use crate::example::{map_key_order, ColumnValues, EntryLayout, RowPlan, Schema, 
 use crate::framing::{
     header_len, seal_frame, write_ofrecord, write_tfrecord, Format, Scanner, Skipped, Span,
 };
-use crate::py::codec::{columns_out, requests, sequence_columns_out, ColumnSource, Held, PyColumn};
+use crate::py::codec::{
+    columns_out, requests, sequence_columns_out, ColumnSource, Flat, Held, PyColumn,
+};
 use crate::py::files::{Payload, PyFileReader, PyFileWriter};
 use crate::py::shared::lock_shared;
 use crate::reserve::ReservedFile;
@@ -397,6 +399,19 @@ pub struct PyRecordWriter {
     /// Encoding buffers kept from one `write_columns` call to the next: a
     /// new one would be zeroed again (a write of many slices zeroed tens of MB).
     spare: Vec<Vec<u8>>,
+    /// Rows being written on a thread of their own, which holds the sink.
+    behind: Option<Behind>,
+    /// Whether the sink is written without the GIL (a file, not a Python object).
+    gil_free: bool,
+}
+
+impl Drop for PyRecordWriter {
+    fn drop(&mut self) {
+        // The thread writing behind reads memory that its `owners` keep alive.
+        if let Some(behind) = self.behind.take() {
+            let _ = behind.thread.join();
+        }
+    }
 }
 
 /// The largest encoding buffer kept in [`PyRecordWriter::spare`]: one that
@@ -419,11 +434,117 @@ const ENCODE_CHUNK_ROWS: usize = 16384;
 const ENCODE_CHUNK_BYTES: usize = 4 << 20;
 
 /// Rows per encoding chunk for `rows` rows of `sources`.
-fn chunk_rows(sources: &[ColumnSource<'_>], rows: usize) -> usize {
-    let values: usize = sources.iter().map(|c| c.values.byte_len()).sum();
+fn chunk_rows(columns: &[Flat<'_>], rows: usize) -> usize {
+    let values: usize = columns.iter().map(Flat::byte_len).sum();
     // Framing, and a few bytes of keys and lengths per feature.
-    let per_row = values / rows.max(1) + 16 + 16 * sources.len();
+    let per_row = values / rows.max(1) + 16 + 16 * columns.len();
     (ENCODE_CHUNK_BYTES / per_row).clamp(1, ENCODE_CHUNK_ROWS)
+}
+
+/// The rows of one `write_columns` call, ready to be encoded without the GIL.
+struct ColumnRows {
+    rows: usize,
+    schema: Schema,
+    format: Format,
+    sources: Vec<ColumnSource>,
+    layouts: Vec<EntryLayout>,
+}
+
+impl ColumnRows {
+    /// Encodes the rows on every core and writes them to `sink` in order;
+    /// returns the bytes written.
+    fn write(&self, sink: &mut Sink, spare: &mut Vec<Vec<u8>>, name: &str) -> Result<u64> {
+        let (rows, format) = (self.rows, self.format);
+        let flats: Vec<Flat<'_>> = self.sources.iter().map(|c| c.values.flat()).collect();
+        let columns: Vec<ColumnValues<'_>> = self
+            .sources
+            .iter()
+            .zip(&flats)
+            .map(|(c, flat)| ColumnValues {
+                values: flat.all(),
+                splits: c.splits,
+                present: c.present,
+            })
+            .collect();
+        let layouts: Vec<&EntryLayout> = self.layouts.iter().collect();
+        let plan = RowPlan::new(&layouts, &columns, self.schema == Schema::TensorFlow);
+        let mut written = 0u64;
+        let mut write = |buffer: &[u8]| {
+            written += buffer.len() as u64;
+            sink.write_all(buffer).map_err(|source| Error::Io {
+                path: name.to_string(),
+                source,
+            })
+        };
+        let per_chunk = chunk_rows(&flats, rows);
+        let chunks: Vec<std::ops::Range<usize>> = (0..rows)
+            .step_by(per_chunk)
+            .map(|start| start..rows.min(start + per_chunk))
+            .collect();
+        let threads = crate::threads::available().min(chunks.len());
+        if threads <= 1 {
+            let mut buffer = spare.pop().unwrap_or_default();
+            for range in chunks {
+                let used = encode_frames(&plan, range, format, &mut buffer);
+                write(&buffer[..used])?;
+            }
+            keep_spare(spare, buffer);
+            return Ok(written);
+        }
+        // Chunk k is encoded by thread k % threads into one of its two
+        // buffers, which come back here to be written in order and then
+        // reused: the memory stays small and already touched.
+        std::thread::scope(|scope| -> Result<()> {
+            let mut lanes = Vec::with_capacity(threads);
+            for lane in 0..threads {
+                let (filled_tx, filled_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
+                let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+                for _ in 0..2 {
+                    empty_tx.send(spare.pop().unwrap_or_default()).ok();
+                }
+                let (chunks, plan) = (&chunks, &plan);
+                scope.spawn(move || {
+                    for range in chunks.iter().skip(lane).step_by(threads) {
+                        let Ok(mut buffer) = empty_rx.recv() else {
+                            return;
+                        };
+                        let used = encode_frames(plan, range.clone(), format, &mut buffer);
+                        if filled_tx.send((buffer, used)).is_err() {
+                            return; // the writer stopped on an error
+                        }
+                    }
+                });
+                lanes.push((filled_rx, empty_tx));
+            }
+            for k in 0..chunks.len() {
+                let (filled_rx, empty_tx) = &lanes[k % threads];
+                let (buffer, used) = filled_rx.recv().expect("an encoder thread ended early");
+                write(&buffer[..used])?;
+                if k + 2 * threads < chunks.len() {
+                    empty_tx.send(buffer).ok(); // for this lane's chunk after next
+                } else {
+                    keep_spare(spare, buffer); // the lane needs it no more
+                }
+            }
+            Ok(())
+        })?;
+        Ok(written)
+    }
+}
+
+/// A `write_columns` call's rows, encoded and written on a thread of their own.
+struct Behind {
+    thread: std::thread::JoinHandle<Written>,
+    /// The Python objects whose memory the thread reads, released once it ends.
+    owners: Vec<Py<PyAny>>,
+    rows: usize,
+}
+
+/// What a thread that wrote rows behind hands back.
+struct Written {
+    sink: Sink,
+    spare: Vec<Vec<u8>>,
+    result: Result<u64>,
 }
 
 /// Rows `range` of the columns as framed records, back to back, at the start
@@ -486,6 +607,35 @@ fn open_sink<'a>(
 }
 
 impl PyRecordWriter {
+    /// Waits for the rows written behind, if any, and takes the sink back;
+    /// their failure becomes the writer's.
+    fn settle_behind(&mut self, py: Python<'_>) -> Result<()> {
+        let Some(Behind {
+            thread,
+            owners,
+            rows,
+        }) = self.behind.take()
+        else {
+            return Ok(());
+        };
+        let joined = py.detach(|| thread.join());
+        drop(owners);
+        let Written {
+            sink,
+            spare,
+            result,
+        } = joined.unwrap_or_else(|panic| {
+            self.failure = Some("an internal error stopped a write".into());
+            std::panic::resume_unwind(panic)
+        });
+        self.sink = Some(sink);
+        self.spare = spare;
+        let written = self.unless_failed(result)?;
+        self.records += rows as u64;
+        self.bytes += written;
+        Ok(())
+    }
+
     /// `result`, keeping its error (if any) as the reason the writer can no
     /// longer be used.
     fn unless_failed<T>(&mut self, result: Result<T>) -> Result<T> {
@@ -497,6 +647,7 @@ impl PyRecordWriter {
     }
 
     fn write_payloads(&mut self, py: Python<'_>, payloads: &[Payload]) -> PyResult<()> {
+        self.settle_behind(py)?;
         let format = self.format;
         if format == Format::OfRecord && payloads.iter().any(|p| p.is_empty()) {
             return Err(Error::InvalidArgument(
@@ -548,7 +699,8 @@ impl PyRecordWriter {
                         .into(),
                 )
             })?;
-            let out: Box<dyn Write + Send + Sync> = if sink.is_instance_of::<PyString>() {
+            let gil_free = sink.is_instance_of::<PyString>();
+            let out: Box<dyn Write + Send + Sync> = if gil_free {
                 let path: String = sink.extract()?;
                 let file = py
                     .detach(|| File::create(&path))
@@ -566,6 +718,8 @@ impl PyRecordWriter {
                 records: 0,
                 bytes: 0,
                 spare: Vec::new(),
+                behind: None,
+                gil_free,
             })
         })
     }
@@ -602,13 +756,21 @@ impl PyRecordWriter {
     /// Encodes `rows` Examples (or OFRecords, with `schema="oneflow"`) from
     /// columns and writes them: `columns` is `[(name, kind, values, splits,
     /// present or None)]`, row `r` of a column holding `values[splits[r]:splits[r+1]]`.
-    #[pyo3(signature = (rows, columns, schema = "tensorflow"))]
+    ///
+    /// With `behind`, the rows are encoded and written on a thread of their
+    /// own and the call returns once the columns are read: the caller reads
+    /// the next rows meanwhile, holding the GIL, which that thread never needs
+    /// (a Python helper thread waited for it up to the interpreter's 5 ms
+    /// switch interval at each slice). The next call (or `settle`, `close`)
+    /// waits for them and raises their failure, if any.
+    #[pyo3(signature = (rows, columns, schema = "tensorflow", behind = false))]
     fn write_columns(
         &mut self,
         py: Python<'_>,
         rows: usize,
         columns: &Bound<'_, PyAny>,
         schema: &str,
+        behind: bool,
     ) -> PyResult<u64> {
         crate::py::errors::guard(|| {
             let schema = match schema {
@@ -618,45 +780,35 @@ impl PyRecordWriter {
                     return Err(Error::InvalidArgument(format!("unknown schema {schema:?}")).into())
                 }
             };
-            type Column<'py> = (
-                String,
-                Held<'py>,
-                PyReadonlyArray1<'py, i64>,
-                Option<PyReadonlyArray1<'py, bool>>,
-            );
-            let mut held: Vec<Column<'_>> = Vec::new();
+            // The items (immutable tuples) own every array the sources lend.
+            let mut owners: Vec<Py<PyAny>> = Vec::new();
+            let mut sources = Vec::new();
             for item in columns.try_iter()? {
+                let item = item?;
                 let (key, kind, values, splits, present): (
                     String,
                     String,
                     Bound<'_, PyAny>,
                     PyReadonlyArray1<'_, i64>,
                     Option<PyReadonlyArray1<'_, bool>>,
-                ) = item?.extract()?;
-                held.push((key, Held::extract(&kind, &values)?, splits, present));
+                ) = item.extract()?;
+                let values = Held::extract(&kind, &values)?;
+                // SAFETY: `owners` holds the item until the source is dropped:
+                // below, or after the thread writing behind is joined (`settle`,
+                // and `Drop`). As for any C extension that releases the GIL over
+                // an array, no other thread is assumed to resize or write the
+                // arrays meanwhile; recordkit's own caller runs no code that does.
+                sources.push(unsafe { ColumnSource::lend(key, values, splits, present)? });
+                owners.push(item.unbind());
             }
-            held.sort_by(|a, b| map_key_order(a.0.as_bytes(), b.0.as_bytes()));
-            let not_contiguous =
-                |_| Error::InvalidArgument("splits and masks must be contiguous arrays".into());
-            let mut sources = Vec::with_capacity(held.len());
-            let mut layouts = Vec::with_capacity(held.len());
-            for (key, values, splits, present) in &held {
+            sources.sort_by(|a, b| map_key_order(&a.key, &b.key));
+            let mut layouts = Vec::with_capacity(sources.len());
+            for source in &sources {
                 layouts.push(
-                    EntryLayout::new(key.as_bytes(), Some(values.kind()), schema)
+                    EntryLayout::new(&source.key, Some(source.values.kind()), schema)
                         .map_err(|m| Error::InvalidArgument(m.0.to_string()))?,
                 );
-                let source = ColumnSource {
-                    key: key.as_bytes(),
-                    values: values.slices()?,
-                    splits: splits.as_slice().map_err(not_contiguous)?,
-                    present: present
-                        .as_ref()
-                        .map(|p| p.as_slice())
-                        .transpose()
-                        .map_err(not_contiguous)?,
-                };
                 source.check(rows)?;
-                sources.push(source);
             }
             let format = self.format;
             // A row every column leaves out would be an empty OFRecord, which
@@ -674,96 +826,71 @@ impl PyRecordWriter {
                     )));
                 }
             }
-            let name = &self.name;
-            let sink = open_sink(&mut self.sink, &self.failure, name)?;
-            let spare = &mut self.spare;
-            // The values are borrowed from NumPy arrays while the GIL is released:
-            // like any C extension, this assumes no other thread resizes them meanwhile.
-            let written = py.detach(|| -> Result<u64> {
-                let columns: Vec<ColumnValues<'_>> = sources
-                    .iter()
-                    .map(|c| ColumnValues {
-                        values: c.values.all(),
-                        splits: c.splits,
-                        present: c.present,
-                    })
-                    .collect();
-                let layouts: Vec<&EntryLayout> = layouts.iter().collect();
-                let plan = RowPlan::new(&layouts, &columns, schema == Schema::TensorFlow);
-                let mut written = 0u64;
-                let mut write = |buffer: &[u8]| {
-                    written += buffer.len() as u64;
-                    sink.write_all(buffer).map_err(|source| Error::Io {
-                        path: name.clone(),
-                        source,
-                    })
-                };
-                let per_chunk = chunk_rows(&sources, rows);
-                let chunks: Vec<std::ops::Range<usize>> = (0..rows)
-                    .step_by(per_chunk)
-                    .map(|start| start..rows.min(start + per_chunk))
-                    .collect();
-                let threads = crate::threads::available().min(chunks.len());
-                if threads <= 1 {
-                    let mut buffer = spare.pop().unwrap_or_default();
-                    for range in chunks {
-                        let used = encode_frames(&plan, range, format, &mut buffer);
-                        write(&buffer[..used])?;
+            self.settle(py)?;
+            let rows_written = ColumnRows {
+                rows,
+                schema,
+                format,
+                sources,
+                layouts,
+            };
+            if !(behind && self.gil_free && crate::threads::available() > 1) {
+                let name = &self.name;
+                let sink = open_sink(&mut self.sink, &self.failure, name)?;
+                let spare = &mut self.spare;
+                let written = py.detach(|| rows_written.write(sink, spare, name));
+                drop(rows_written); // before `owners`, whose memory it lends
+                let written = self.unless_failed(written)?;
+                self.records += rows as u64;
+                self.bytes += written;
+                return Ok(rows as u64);
+            }
+            open_sink(&mut self.sink, &self.failure, &self.name)?;
+            let mut sink = self.sink.take().expect("open_sink found it");
+            let mut spare = std::mem::take(&mut self.spare);
+            let name = self.name.clone();
+            let thread = std::thread::Builder::new()
+                .name("recordkit-writer".into())
+                .spawn(move || {
+                    let result = rows_written.write(&mut sink, &mut spare, &name);
+                    drop(rows_written);
+                    Written {
+                        sink,
+                        spare,
+                        result,
                     }
-                    keep_spare(spare, buffer);
-                    return Ok(written);
+                });
+            match thread {
+                Ok(thread) => {
+                    self.behind = Some(Behind {
+                        thread,
+                        owners,
+                        rows,
+                    });
+                    Ok(rows as u64)
                 }
-                // Chunk k is encoded by thread k % threads into one of its two
-                // buffers, which come back here to be written in order and then
-                // reused: the memory stays small and already touched.
-                std::thread::scope(|scope| -> Result<()> {
-                    let mut lanes = Vec::with_capacity(threads);
-                    for lane in 0..threads {
-                        let (filled_tx, filled_rx) =
-                            std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
-                        let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
-                        for _ in 0..2 {
-                            empty_tx.send(spare.pop().unwrap_or_default()).ok();
-                        }
-                        let (chunks, plan) = (&chunks, &plan);
-                        scope.spawn(move || {
-                            for range in chunks.iter().skip(lane).step_by(threads) {
-                                let Ok(mut buffer) = empty_rx.recv() else {
-                                    return;
-                                };
-                                let used = encode_frames(plan, range.clone(), format, &mut buffer);
-                                if filled_tx.send((buffer, used)).is_err() {
-                                    return; // the writer stopped on an error
-                                }
-                            }
-                        });
-                        lanes.push((filled_rx, empty_tx));
+                Err(source) => {
+                    // The sink went with the thread that never started.
+                    self.failure = Some(format!("no thread could be started to write: {source}"));
+                    Err(Error::Io {
+                        path: self.name.clone(),
+                        source,
                     }
-                    for k in 0..chunks.len() {
-                        let (filled_rx, empty_tx) = &lanes[k % threads];
-                        let (buffer, used) =
-                            filled_rx.recv().expect("an encoder thread ended early");
-                        write(&buffer[..used])?;
-                        if k + 2 * threads < chunks.len() {
-                            empty_tx.send(buffer).ok(); // for this lane's chunk after next
-                        } else {
-                            keep_spare(spare, buffer); // the lane needs it no more
-                        }
-                    }
-                    Ok(())
-                })?;
-                Ok(written)
-            });
-            let written = self.unless_failed(written)?;
-            self.records += rows as u64;
-            self.bytes += written;
-            Ok(rows as u64)
+                    .into())
+                }
+            }
         })
+    }
+
+    /// Waits for rows written behind (see `write_columns`), raising their failure.
+    fn settle(&mut self, py: Python<'_>) -> PyResult<()> {
+        crate::py::errors::guard(|| Ok(self.settle_behind(py)?))
     }
 
     /// Pushes buffered records to the file (for compressed files, a flush point).
     fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
         crate::py::errors::guard(|| {
+            self.settle_behind(py)?;
             let name = &self.name;
             let sink = open_sink(&mut self.sink, &self.failure, name)?;
             let flushed = py.detach(|| sink.flush()).map_err(|source| Error::Io {
@@ -779,6 +906,7 @@ impl PyRecordWriter {
     /// after a failed write it fails every time: the file is incomplete.
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         crate::py::errors::guard(|| {
+            self.settle_behind(py)?;
             self.spare = Vec::new();
             if self.failure.is_some() {
                 open_sink(&mut self.sink, &self.failure, &self.name)?;
@@ -797,21 +925,23 @@ impl PyRecordWriter {
         })
     }
 
-    /// Records written so far.
+    /// Records written so far (once those written behind are done).
     #[getter]
-    fn records(&self) -> u64 {
-        self.records
+    fn records(&mut self, py: Python<'_>) -> PyResult<u64> {
+        self.settle(py)?;
+        Ok(self.records)
     }
 
     /// Framed bytes written so far, before compression.
     #[getter]
-    fn bytes(&self) -> u64 {
-        self.bytes
+    fn bytes(&mut self, py: Python<'_>) -> PyResult<u64> {
+        self.settle(py)?;
+        Ok(self.bytes)
     }
 
     /// Whether `close` has run.
     #[getter]
     fn closed(&self) -> bool {
-        self.sink.is_none()
+        self.sink.is_none() && self.behind.is_none()
     }
 }
