@@ -274,7 +274,10 @@ def _uniform_splits(rows: int, width: int, shared: dict[tuple[int, int], np.ndar
     splits = shared.get((rows, width))
     if splits is None:
         # width 0: every row an empty list (a list of empty lists becomes a (rows, 0) array)
-        splits = shared[rows, width] = np.arange(rows + 1, dtype=np.int64) * width
+        splits = np.arange(rows + 1, dtype=np.int64)
+        if width != 1:
+            splits *= width  # in place: a second array of this size is a second pass over fresh pages
+        shared[rows, width] = splits
         splits.flags.writeable = False
     return splits
 
@@ -586,7 +589,9 @@ def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema
         elif isinstance(part, np.ndarray) and part.dtype == object:
             part = part.tolist()  # Rust iterates a list far faster than an object array
         if id(splits) not in rebased:
-            rebased[id(splits)] = np.ascontiguousarray(splits[start : end + 1] - lo)
+            part_splits = splits[start : end + 1]
+            # Whole columns go as they are: a copy is a pass over fresh pages on the caller's thread.
+            rebased[id(splits)] = np.ascontiguousarray(part_splits - lo if lo else part_splits)
         batch.append((name, kind, part, rebased[id(splits)], None if present is None else np.ascontiguousarray(present[start:end])))
     try:
         writer._native.write_columns(end - start, batch, schema, behind)
