@@ -741,9 +741,9 @@ impl Column {
 /// `start..stop` are read (a slice of a list would touch every object it
 /// holds, to count a reference); a row is None or `pd.NA` (missing; NaN too
 /// in a column of strings), a scalar, a list or tuple of scalars, or a NumPy
-/// array. None when the rows
-/// hold anything else (deeper nesting, strings mixed with numbers, arrays of
-/// strings or of differing dtypes): the caller's general path takes those.
+/// array. None when the rows hold anything else (deeper nesting, strings
+/// mixed with numbers, arrays of strings or of differing dtypes): the
+/// caller's general path takes those.
 #[pyfunction]
 #[pyo3(signature = (rows, start = 0, stop = None))]
 #[allow(clippy::type_complexity)]

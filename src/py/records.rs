@@ -826,7 +826,7 @@ impl PyRecordWriter {
                     )));
                 }
             }
-            self.settle(py)?;
+            self.settle_behind(py)?;
             let rows_written = ColumnRows {
                 rows,
                 schema,
@@ -853,7 +853,6 @@ impl PyRecordWriter {
                 .name("recordkit-writer".into())
                 .spawn(move || {
                     let result = rows_written.write(&mut sink, &mut spare, &name);
-                    drop(rows_written);
                     Written {
                         sink,
                         spare,
