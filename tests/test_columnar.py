@@ -220,6 +220,81 @@ def test_long_columns_of_list_rows_are_read_whole(seed, kind, as_objects, start,
     assert (present.tolist() if present is not None else [True] * len(read)) == [r is not None for r in read]
 
 
+def _found_as_lists(found):
+    """What ``_column_from_rows`` returned, in plain Python values (errors by type and args)."""
+    if isinstance(found, BaseException):
+        return type(found).__name__, found.args
+    if found is None:
+        return None
+    kind, values, splits, present = found
+    # Bit for bit (NaN is no NaN's equal as a float).
+    values = (values[0].tobytes(), values[1].tobytes() if kind == "bytes" else str(values[1])) if isinstance(
+        values, tuple) else (str(values.dtype), values.tobytes())
+    return kind, values, None if splits is None else splits.tolist(), None if present is None else present.tolist()
+
+
+_PLAIN_ROWS = {"int": lambda rng, i: int(rng.integers(-9, 2**40)), "float": lambda rng, i: float(rng.random()),
+               "bytes": lambda rng, i: bytes([i % 256]) * int(rng.integers(0, 9)), "str": lambda rng, i: f"w{i % 97}"}
+# Rows a read on other threads (plain memory reads, no call into Python) cannot
+# take: the calling thread reads on from each, as one pass would.
+_UNUSUAL_ROWS = {
+    "int": [2**61, -(2**62), 2**63, 1.5, None, [], [1, 2], True, np.array([3]), "x"],
+    "float": [2, None, [], [0.5, 0.25], float("nan"), 2**63, "x"],
+    "bytes": ["é", "\udc80", None, float("nan"), [], [b"a", b"b"], 7, bytearray(b"x")],
+    "str": ["é", "\udc80", b"raw", None, [], ["a", "b"], 7],
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(sorted(_PLAIN_ROWS)), st.booleans(), st.booleans(),
+       st.lists(st.tuples(st.integers(0, 69_999), st.integers(0, 9)), max_size=4), st.integers(0, 3))
+def test_columns_read_on_every_core_are_those_of_one_pass(seed, kind, as_objects, in_lists, unusual, cut) -> None:
+    # Large columns are read on several threads, which read Python objects
+    # without calls into Python and leave every other row to the calling
+    # thread. For 1, 2 and 7 threads: the same values, splits, presence, and
+    # the same error at the same row, wherever the unusual rows fall (at a
+    # part's start or end, or none), for lists and object arrays, and ranges.
+    from recordkit import _native
+
+    rng = np.random.default_rng(seed)
+    rows = [_PLAIN_ROWS[kind](rng, i) for i in range(70_000)]
+    if in_lists:
+        rows = [[value] for value in rows]
+    for at, which in unusual:
+        choices = _UNUSUAL_ROWS[kind]
+        rows[at] = choices[which % len(choices)]
+    start, stop = [(0, None), (1, 60_001), (16_385, 70_000), (3, 40)][cut]
+    source = _object_array(rows) if as_objects else rows
+    found = {}
+    for threads in (1, 2, 7):
+        rk.set_num_threads(threads)
+        try:
+            [found[threads]] = _native._columns_from_rows([(source, start, stop)])
+        finally:
+            rk.set_num_threads(None)
+    one = _found_as_lists(found[1])
+    assert _found_as_lists(found[2]) == one
+    assert _found_as_lists(found[7]) == one
+
+
+def test_columns_read_together_raise_the_first_columns_error_and_leave_the_rest_unread() -> None:
+    # Several columns read at once: each column's own result, as it would be
+    # alone; after a column that raises, the later ones are not read (None).
+    from recordkit import _native
+
+    good = list(range(40_000))
+    bad = list(range(40_000))
+    bad[33_333] = 2**64
+    rk.set_num_threads(2)
+    try:
+        first, error, after = _native._columns_from_rows([(good, 0, None), (bad, 0, None), (good, 0, None)])
+    finally:
+        rk.set_num_threads(None)
+    assert first[0] == "int64" and first[1].tolist() == good
+    assert isinstance(error, ValueError) and error.args[0] == 33_333 and "does not fit an int64" in error.args[1]
+    assert after is None
+
+
 def test_a_list_row_that_breaks_the_fast_loop_is_read_again_whole() -> None:
     # Rows of lists are read in a loop for the column's kind; a row whose later
     # item is of another kind is taken back and read again by the general step

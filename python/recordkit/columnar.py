@@ -282,12 +282,18 @@ def _uniform_splits(rows: int, width: int, shared: dict[tuple[int, int], np.ndar
     return splits
 
 
+# A column's Python objects not yet read (:func:`_read_rows`).
+_UNREAD = object()
+
+
 def _from_array(name: str, array: np.ndarray, schema: str,
-                shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None) -> tuple[int, Column]:
+                shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None,
+                found: Any = _UNREAD) -> tuple[int, Column]:
+    """A NumPy column; ``found``: an object array's rows as :func:`_read_rows` read them, if it did."""
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
     if array.dtype == object and array.ndim == 1:
-        fast = _from_python_values(name, array, schema, shared, warned)
+        fast = _from_python_values(name, array, schema, shared, warned, found)
         if fast is not None:
             return fast
         types = set(map(type, array))
@@ -313,10 +319,11 @@ class _ListRows:
 
 
 def _from_sequence(name: str, column: list | _ListRows, schema: str, shared: dict[tuple[int, int], np.ndarray],
-                   warned: set[str] | None) -> tuple[int, Column]:
+                   warned: set[str] | None, found: Any = _UNREAD) -> tuple[int, Column]:
     """A column given as a Python list: read in Rust in one pass where its rows
-    are plain scalars (or lists or tuples of them), else through NumPy."""
-    fast = _from_python_values(name, column, schema, shared, warned)
+    are plain scalars (or lists or tuples of them), else through NumPy.
+    ``found``: its rows as :func:`_read_rows` read them, if it did."""
+    fast = _from_python_values(name, column, schema, shared, warned, found)
     if fast is not None:
         return fast
     if isinstance(column, _ListRows):
@@ -332,20 +339,27 @@ def _from_sequence(name: str, column: list | _ListRows, schema: str, shared: dic
     return _from_lists(name, column, schema, warned)
 
 
+def _read_rows(columns: list[Any]) -> list[Any]:
+    """The Python objects of each column (a list, rows of one, or a 1-D object
+    array), read in Rust all at once, their rows split over every core: for
+    each, its flat values, None for the general path, or the error it raises."""
+    return _native._columns_from_rows([(c.rows, c.lo, c.hi) if isinstance(c, _ListRows) else (c, 0, None)
+                                       for c in columns])
+
+
 def _from_python_values(name: str, rows: list | _ListRows | np.ndarray, schema: str,
-                        shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None) -> tuple[int, Column] | None:
+                        shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None,
+                        found: Any = _UNREAD) -> tuple[int, Column] | None:
     """A list or 1-D object array of rows of Python scalars (or lists or tuples
     of them, or NumPy arrays of one numeric dtype, or None) read in Rust in one
-    pass, with no NumPy conversion; None for anything else."""
-    try:
-        if isinstance(rows, _ListRows):
-            found = _native._column_from_rows(rows.rows, rows.lo, rows.hi)
-        else:
-            found = _native._column_from_rows(rows)
-    except ValueError as error:
-        if len(error.args) == 2 and isinstance(error.args[0], int):
-            raise ColumnValueError(name, *error.args) from None
-        raise
+    pass, with no NumPy conversion; None for anything else. ``found``: what
+    :func:`_read_rows` read of it, when it was read with other columns."""
+    if found is _UNREAD:
+        (found,) = _read_rows([rows])
+    if isinstance(found, ValueError) and len(found.args) == 2 and isinstance(found.args[0], int):
+        raise ColumnValueError(name, *found.args) from None
+    if isinstance(found, BaseException):
+        raise found
     if found is None:
         return None
     kind, values, splits, present = found
@@ -549,7 +563,11 @@ def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str]
     out: dict[str, Column] = {}
     shared_splits: dict[tuple[int, int], np.ndarray] = {}
     rows = None
-    for name, column in items:
+    # The columns of Python objects, read in Rust at once: their rows split over every core.
+    objects = [i for i, (_, column) in enumerate(items) if type(column) in (list, _ListRows)
+               or (type(column) is np.ndarray and column.dtype == object and column.ndim == 1)]
+    found = dict(zip(objects, _read_rows([items[i][1] for i in objects]))) if objects else {}
+    for i, (name, column) in enumerate(items):
         if not isinstance(name, str):
             raise TypeError(f"column names are str, not {name!r}")
         if isinstance(column, np.ma.MaskedArray):
@@ -557,9 +575,9 @@ def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str]
         if type(column).__module__.startswith("pyarrow"):
             n, normalized = _from_arrow(name, column, schema, shared_splits, warned, flat_bytes)
         elif isinstance(column, np.ndarray):
-            n, normalized = _from_array(name, column, schema, shared_splits, warned)
+            n, normalized = _from_array(name, column, schema, shared_splits, warned, found.get(i, _UNREAD))
         else:  # a list (or rows of one) as it is, no copy: _column_items made any other iterable one
-            n, normalized = _from_sequence(name, column, schema, shared_splits, warned)
+            n, normalized = _from_sequence(name, column, schema, shared_splits, warned, found.get(i, _UNREAD))
         if rows is not None and n != rows:
             raise ValueError(f"column {name!r} has {n} rows but the columns before it have {rows}")
         rows = n

@@ -10,6 +10,10 @@
 //! is why the extension is built for each CPython version rather than for the
 //! stable ABI (where each is a function call): a fifth of the pass, 26.4 ->
 //! 20.5 ms per 1 M tutorial rows (benchmarks/README.md).
+//!
+//! Large columns are read on several threads while the caller holds the GIL
+//! ([`read_columns`]): the others read without it, plain memory reads only,
+//! which the GIL held by the caller keeps safe.
 
 use numpy::npyffi::{get_type_object, NpyTypes};
 use numpy::{
@@ -127,20 +131,49 @@ fn append_string(offsets: &mut Vec<i64>, data: &mut Vec<u8>, value: &[u8]) -> Re
 /// The bytes of an exact `bytes` object, or the UTF-8 form of an exact `str`
 /// (cached in the object); None for any other object, and for a `str` with no
 /// UTF-8 form (lone surrogates), whose `UnicodeEncodeError` is then set.
+/// Detached (`ATTACHED` false), only what lies in the object as it is: a
+/// `bytes`, or a `str` stored compact and ASCII (its characters are its
+/// UTF-8); None for any other `str`, with no error set, and no call made.
 ///
 /// # Safety
-/// `item` points to a live Python object and the GIL is held; the slice lives
-/// as long as `item` does, and the caller uses it no longer.
+/// `item` points to a live Python object, and the GIL is held by this thread
+/// (attached) or as [`read_columns`] holds it (detached); the slice lives as
+/// long as `item` does, and the caller uses it no longer.
 #[inline(always)]
-unsafe fn exact_string<'a>(item: *mut ffi::PyObject) -> Option<&'a [u8]> {
+unsafe fn exact_string<'a, const ATTACHED: bool>(item: *mut ffi::PyObject) -> Option<&'a [u8]> {
     let (mut start, mut size): (*mut std::ffi::c_char, ffi::Py_ssize_t) = (std::ptr::null_mut(), 0);
     if ffi::PyBytes_CheckExact(item) != 0 {
         start = ffi::PyBytes_AS_STRING(item).cast_mut();
         size = ffi::Py_SIZE(item);
     } else if ffi::PyUnicode_CheckExact(item) != 0 {
-        start = ffi::PyUnicode_AsUTF8AndSize(item, &mut size).cast_mut();
+        if ATTACHED {
+            start = ffi::PyUnicode_AsUTF8AndSize(item, &mut size).cast_mut();
+        } else {
+            (start, size) = compact_ascii(item);
+        }
     }
     (!start.is_null()).then(|| std::slice::from_raw_parts(start.cast::<u8>(), size as usize))
+}
+
+/// The characters and length of an exact `str` stored compact and ASCII,
+/// read from the object; null for any other (and on CPython 3.14, whose
+/// `str` flags pyo3 does not describe).
+///
+/// # Safety
+/// `item` is a live object of exactly type `str`, and nothing changes it
+/// meanwhile (as for [`exact_string`]). The flags and the layout are those
+/// of the CPython headers pyo3 was built for (`PyASCIIObject`): a compact
+/// ASCII string's characters follow that header, `length` of them, and are
+/// its UTF-8 form. Compact strings are always ready (3.11).
+#[inline(always)]
+unsafe fn compact_ascii(item: *mut ffi::PyObject) -> (*mut std::ffi::c_char, ffi::Py_ssize_t) {
+    #[cfg(not(Py_3_14))]
+    if ffi::PyUnicode_IS_COMPACT_ASCII(item) != 0 {
+        let header = item.cast::<ffi::PyASCIIObject>();
+        return (header.add(1).cast(), (*header).length);
+    }
+    let _ = item;
+    (std::ptr::null_mut(), 0)
 }
 
 /// Where this interpreter keeps an int's digits, for reading small ints
@@ -226,17 +259,33 @@ impl IntLayout {
 }
 
 /// The value of an exact int, or None with Python's `OverflowError` set when
-/// it does not fit an int64.
+/// it does not fit an int64. Detached (`ATTACHED` false), only ints that
+/// [`IntLayout::small`] reads; None for others, with no error set, and no call made.
 ///
 /// # Safety
-/// As for [`IntLayout::small`].
+/// As for [`IntLayout::small`]; detached, the GIL held as [`read_columns`] holds it.
 #[inline(always)]
-unsafe fn exact_int(item: *mut ffi::PyObject, layout: IntLayout) -> Option<i64> {
+unsafe fn exact_int<const ATTACHED: bool>(
+    item: *mut ffi::PyObject,
+    layout: IntLayout,
+) -> Option<i64> {
     if let Some(value) = layout.small(item) {
         return Some(value);
     }
+    if !ATTACHED {
+        return None;
+    }
     let value = ffi::PyLong_AsLongLong(item);
     (value != -1 || ffi::PyErr_Occurred().is_null()).then_some(value)
+}
+
+/// Clears the error a failed [`exact_int`] or [`exact_string`] set; detached,
+/// they set none (and this thread may not touch Python's error state).
+#[inline(always)]
+unsafe fn clear_error<const ATTACHED: bool>() {
+    if ATTACHED {
+        ffi::PyErr_Clear();
+    }
 }
 
 impl Values {
@@ -256,7 +305,7 @@ impl Values {
         layout: IntLayout,
     ) -> PyResult<Result<(), Unusual>> {
         if ffi::PyLong_CheckExact(item) != 0 {
-            let Some(value) = exact_int(item, layout) else {
+            let Some(value) = exact_int::<true>(item, layout) else {
                 ffi::PyErr_Clear(); // an OverflowError: named below with its row
                 let shown = Bound::from_borrowed_ptr(py, item);
                 // (row, problem): the caller names the column.
@@ -272,7 +321,7 @@ impl Values {
         }
         if ffi::PyBytes_CheckExact(item) != 0 || ffi::PyUnicode_CheckExact(item) != 0 {
             // Copied before returning, while `item` lives.
-            return match exact_string(item) {
+            return match exact_string::<true>(item) {
                 Some(bytes) => Ok(self.push_bytes(bytes)),
                 None => Err(PyErr::fetch(py)), // lone surrogates have no UTF-8
             };
@@ -407,6 +456,39 @@ impl Values {
             Values::Array { itemsize, data, .. } => data.len() / (*itemsize).max(1),
         }
     }
+
+    /// Appends the values of `later`, read after these: ints join floats as
+    /// floats; `Unusual` for kinds that do not mix, or strings past
+    /// [`COPY_LIMIT`] (as reading them in one run would have found).
+    fn append(&mut self, later: Values) -> Result<(), Unusual> {
+        match (&mut *self, later) {
+            (_, Values::None(_)) => {}
+            (Values::Int(v), Values::Int(more)) => v.extend(more),
+            (Values::Float(v), Values::Float(more)) => v.extend(more),
+            (Values::Float(v), Values::Int(more)) => v.extend(more.into_iter().map(|i| i as f64)),
+            (Values::Int(v), Values::Float(more)) => {
+                let mut floats: Vec<f64> = v.iter().map(|&i| i as f64).collect();
+                floats.extend(more);
+                *self = Values::Float(floats);
+            }
+            (
+                Values::Bytes { offsets, data },
+                Values::Bytes {
+                    offsets: more_offsets,
+                    data: more,
+                },
+            ) => {
+                if data.len() + more.len() > COPY_LIMIT {
+                    return Err(Unusual);
+                }
+                let shift = data.len() as i64;
+                offsets.extend(more_offsets[1..].iter().map(|end| end + shift));
+                data.extend_from_slice(&more);
+            }
+            _ => return Err(Unusual),
+        }
+        Ok(())
+    }
 }
 
 /// pandas' marker of a missing value, `pd.NA`, once pandas is imported (a
@@ -459,17 +541,103 @@ impl Column {
         }
     }
 
+    /// An empty column of this one's kind, for `rows` of the rows after it:
+    /// splits and a presence mask where this one has them (the part's splits
+    /// are the ends of its rows in its own values, with no leading 0). None
+    /// when no kind is known yet, or for NumPy array rows, which a detached
+    /// read cannot take.
+    fn part(&self, rows: usize) -> Option<Column> {
+        let values = match &self.values {
+            Values::Int(_) => Values::Int(Vec::with_capacity(rows)),
+            Values::Float(_) => Values::Float(Vec::with_capacity(rows)),
+            Values::Bytes { .. } => {
+                let mut offsets = Vec::with_capacity(rows + 1);
+                offsets.push(0);
+                Values::Bytes {
+                    offsets,
+                    data: Vec::new(),
+                }
+            }
+            Values::None(_) | Values::Array { .. } => return None,
+        };
+        Some(Column {
+            values,
+            splits: self.splits.as_ref().map(|_| Vec::with_capacity(rows)),
+            present: self.present.as_ref().map(|_| Vec::with_capacity(rows)),
+            rows: 0,
+            room: rows,
+            layout: self.layout,
+            na: self.na,
+            ndarray: self.ndarray,
+        })
+    }
+
+    /// Appends the rows a [`Column::part`] of this column read, which follow
+    /// this column's: `Unusual` where their values cannot join these.
+    fn append_part(&mut self, part: Column) -> Result<(), Unusual> {
+        let base = self.values.len() as i64;
+        self.values.append(part.values)?;
+        let rows = part.rows;
+        if self.splits.is_none() && part.splits.is_some() {
+            self.splits = Some((0..=self.rows as i64).collect());
+        }
+        if let Some(splits) = &mut self.splits {
+            match part.splits {
+                Some(ends) => splits.extend(ends.iter().map(|end| base + end)),
+                None => splits.extend((1..=rows as i64).map(|k| base + k)),
+            }
+        }
+        if self.present.is_none() && part.present.is_some() {
+            self.present = Some(vec![true; self.rows]);
+        }
+        if let Some(present) = &mut self.present {
+            match part.present {
+                Some(more) => present.extend(more),
+                None => present.resize(present.len() + rows, true),
+            }
+        }
+        self.rows += rows;
+        Ok(())
+    }
+
+    /// Reads rows `from..to` as long as each is plain (see
+    /// [`Column::push_scalars`], detached) and returns the first row it did
+    /// not take: the caller, attached, reads from there.
+    ///
+    /// # Safety
+    /// As for [`Column::push_scalars`] detached: while [`read_columns`] holds the GIL.
+    unsafe fn read_detached(
+        &mut self,
+        item: &impl Fn(usize) -> *mut ffi::PyObject,
+        from: usize,
+        to: usize,
+    ) -> usize {
+        let mut i = from;
+        loop {
+            let next = self.push_scalars::<false>(item, i, to);
+            let next = self.push_list_rows::<false>(item, next, to);
+            if next == i || next == to {
+                return next;
+            }
+            i = next;
+        }
+    }
+
     /// Reads rows from `from` on while each is one value of the column's kind,
     /// in a column of one value per row so far: the common case, in a loop
     /// with one type check a value. Returns the first row it did not take,
     /// which [`Column::push_row`] then reads (or rejects, or names in an error).
     ///
+    /// `ATTACHED`: this thread holds the GIL, and may call Python's C API
+    /// (ints too large to read in place, `str`s not stored as ASCII). Detached,
+    /// a row that needs a call ends the run.
+    ///
     /// # Safety
     /// `item(i)` is a live object or null (then the run ends) for every
     /// `i < len`, and as for [`Values::push`]. It is asked again after any
     /// error made here: creating an exception may collect garbage, whose
-    /// finalizers may change the container.
-    unsafe fn push_scalars(
+    /// finalizers may change the container. Detached, as [`read_columns`] runs it.
+    unsafe fn push_scalars<const ATTACHED: bool>(
         &mut self,
         item: &impl Fn(usize) -> *mut ffi::PyObject,
         from: usize,
@@ -487,8 +655,8 @@ impl Column {
                     if value.is_null() {
                         break;
                     } else if ffi::PyLong_CheckExact(value) != 0 {
-                        let Some(int) = exact_int(value, self.layout) else {
-                            ffi::PyErr_Clear(); // too large: `push_row` raises it
+                        let Some(int) = exact_int::<ATTACHED>(value, self.layout) else {
+                            clear_error::<ATTACHED>(); // too large: `push_row` raises it
                             break;
                         };
                         values.push(int);
@@ -517,8 +685,8 @@ impl Column {
                     if value.is_null() {
                         break;
                     }
-                    let Some(bytes) = exact_string(value) else {
-                        ffi::PyErr_Clear(); // not a string, or no UTF-8: `push_row` decides
+                    let Some(bytes) = exact_string::<ATTACHED>(value) else {
+                        clear_error::<ATTACHED>(); // not a string, or no UTF-8: `push_row` decides
                         break;
                     };
                     if append_string(offsets, data, bytes).is_err() {
@@ -542,7 +710,7 @@ impl Column {
     ///
     /// # Safety
     /// As for [`Column::push_scalars`].
-    unsafe fn push_list_rows(
+    unsafe fn push_list_rows<const ATTACHED: bool>(
         &mut self,
         item: &impl Fn(usize) -> *mut ffi::PyObject,
         from: usize,
@@ -582,10 +750,10 @@ impl Column {
                 Values::Int(values) => (0..count).all(|k| {
                     let value = value(k);
                     if ffi::PyLong_CheckExact(value) != 0 {
-                        match exact_int(value, layout) {
+                        match exact_int::<ATTACHED>(value, layout) {
                             Some(int) => values.push(int),
                             None => {
-                                ffi::PyErr_Clear(); // too large: `push_row` raises it
+                                clear_error::<ATTACHED>(); // too large: `push_row` raises it
                                 return false;
                             }
                         }
@@ -606,10 +774,10 @@ impl Column {
                 }),
                 // Each copied before the next is asked for, while it lives.
                 Values::Bytes { offsets, data } => {
-                    (0..count).all(|k| match exact_string(value(k)) {
+                    (0..count).all(|k| match exact_string::<ATTACHED>(value(k)) {
                         Some(bytes) => append_string(offsets, data, bytes).is_ok(),
                         None => {
-                            ffi::PyErr_Clear(); // not a string, or no UTF-8: `push_row` decides
+                            clear_error::<ATTACHED>(); // not a string, or no UTF-8: `push_row` decides
                             false
                         }
                     })
@@ -632,20 +800,21 @@ impl Column {
         i
     }
 
-    /// Reads `len` rows, `item(i)` each: None when one does not fit the fast path.
+    /// Reads rows `from..len`, `item(i)` each: None when one does not fit the fast path.
     ///
     /// # Safety
     /// As for [`Column::push_scalars`].
     unsafe fn read(
         &mut self,
         py: Python<'_>,
-        item: impl Fn(usize) -> *mut ffi::PyObject,
+        item: &impl Fn(usize) -> *mut ffi::PyObject,
+        from: usize,
         len: usize,
     ) -> PyResult<Option<()>> {
-        let mut i = 0;
+        let mut i = from;
         while i < len {
-            i = self.push_scalars(&item, i, len);
-            i = self.push_list_rows(&item, i, len);
+            i = self.push_scalars::<true>(item, i, len);
+            i = self.push_list_rows::<true>(item, i, len);
             if i == len {
                 break;
             }
@@ -732,6 +901,336 @@ impl Column {
     }
 }
 
+/// Where a column's rows are, borrowed: rows `start..start + len` of a list,
+/// or the `len` items of an object array from `items` on.
+#[derive(Clone, Copy)]
+enum Rows {
+    List {
+        list: *mut ffi::PyObject,
+        start: usize,
+        len: usize,
+    },
+    Items {
+        items: *const Py<PyAny>,
+        len: usize,
+    },
+}
+
+// SAFETY: `Rows` points into Python objects, which are read only while the
+// GIL is held: by this thread, or as `read_columns` holds it for its
+// detached threads (no Python code runs, so no object changes or is freed).
+unsafe impl Send for Rows {}
+// SAFETY: as for `Send`: every use only reads, under the GIL so held.
+unsafe impl Sync for Rows {}
+
+// SAFETY: a `Column`'s two pointers (`na`, `ndarray`) are only compared with
+// objects' addresses, never followed; its values are its own.
+unsafe impl Send for Column {}
+// SAFETY: as for `Send`: shared, its pointers are only read, to be compared.
+unsafe impl Sync for Column {}
+
+impl Rows {
+    fn len(self) -> usize {
+        match self {
+            Rows::List { len, .. } | Rows::Items { len, .. } => len,
+        }
+    }
+
+    /// Row `i` (`< len`), borrowed; null past a list's current end (a
+    /// finalizer run by an error made while reading may shrink it).
+    ///
+    /// # Safety
+    /// The list or array is alive and the GIL held (see [`Rows`]).
+    #[inline(always)]
+    unsafe fn item(self, i: usize) -> *mut ffi::PyObject {
+        match self {
+            Rows::List { list, start, .. } => {
+                let at = (start + i) as ffi::Py_ssize_t;
+                if at < ffi::PyList_GET_SIZE(list) {
+                    ffi::PyList_GET_ITEM(list, at)
+                } else {
+                    std::ptr::null_mut()
+                }
+            }
+            Rows::Items { items, .. } => (*items.add(i)).as_ptr(),
+        }
+    }
+}
+
+/// Rows a detached read takes at least, in each part of a column: fewer are
+/// not worth a thread's start (about 50 us, at 3-10 ns a row).
+const PART_ROWS: usize = 16384;
+
+/// Rows `from..to` of a column, to be read detached into `column` (the
+/// column itself for its first part, an empty [`Column::part`] of it for the
+/// others); `stop`: the first row the read did not take.
+struct Part {
+    column: Column,
+    rows: Rows,
+    from: usize,
+    to: usize,
+    stop: usize,
+}
+
+/// Each column's rows read into flat values, on up to `threads` threads:
+/// `Ok(None)` for a column the fast path does not take, its error for one it
+/// rejects (and `Ok(None)`, unread, for the columns after it).
+///
+/// The first row of each column is read here, holding the GIL: it sets the
+/// column's kind. With more than one thread and rows enough, the rows after
+/// it are cut into parts of at least [`PART_ROWS`], each read on a thread of
+/// its own, *detached*: plain memory reads of exact-typed objects (list and
+/// tuple items, `bytes`, ASCII `str`, floats, ints of up to two digits), with
+/// no reference counted, no call into Python and no error set. A part stops
+/// at its first row that needs more; this thread then reads on from that
+/// row, attached, and joins the parts in order (copying all but the first),
+/// so the values and errors are those one pass would give.
+///
+/// # Safety
+/// Each `Rows` is of a live list or object array that the caller keeps alive,
+/// and `py` is this thread's hold on the GIL, which it keeps until this
+/// returns: no other Python thread runs meanwhile, and this one runs no
+/// Python code while the detached threads read, so no object they read
+/// changes or is freed. The objects were made before this thread took the
+/// GIL, and the threads are started after (the start of a thread orders
+/// them), so what the detached threads read is what this thread sees.
+unsafe fn read_columns(
+    py: Python<'_>,
+    sources: &[Rows],
+    threads: usize,
+) -> Vec<PyResult<Option<Column>>> {
+    let mut columns: Vec<PyResult<Option<Column>>> = sources
+        .iter()
+        .map(|&rows| {
+            let mut column = Column::new(py, rows.len());
+            let first = rows.len().min(1);
+            let read = column.read(py, &|i| rows.item(i), 0, first);
+            read.map(|found| found.map(|()| column))
+        })
+        .collect();
+    // Each column's count of parts (0: read here, whole), and the parts.
+    let mut counts = vec![0; sources.len()];
+    let mut parts: Vec<std::sync::Mutex<Part>> = Vec::new();
+    let later: usize = sources
+        .iter()
+        .map(|rows| rows.len().saturating_sub(1))
+        .sum();
+    if threads > 1 && later >= 2 * PART_ROWS {
+        for (index, &rows) in sources.iter().enumerate() {
+            let later = rows.len().saturating_sub(1);
+            let whole = match &mut columns[index] {
+                Ok(Some(column)) if later > 0 && column.part(0).is_some() => {
+                    std::mem::replace(&mut columns[index], Ok(None))
+                }
+                _ => continue,
+            };
+            let Ok(Some(whole)) = whole else {
+                unreachable!("matched above")
+            };
+            let count = (later / PART_ROWS).clamp(1, threads);
+            let range = |k: usize| (1 + later * k / count, 1 + later * (k + 1) / count);
+            let others: Vec<Part> = (1..count)
+                .map(|k| {
+                    let (from, to) = range(k);
+                    let column = whole.part(to - from).expect("a kind, checked above");
+                    Part {
+                        column,
+                        rows,
+                        from,
+                        to,
+                        stop: from,
+                    }
+                })
+                .collect();
+            let (from, to) = range(0);
+            parts.push(std::sync::Mutex::new(Part {
+                column: whole,
+                rows,
+                from,
+                to,
+                stop: from,
+            }));
+            parts.extend(others.into_iter().map(std::sync::Mutex::new));
+            counts[index] = count;
+        }
+    }
+    crate::threads::map_in_turn(&parts, threads.min(parts.len()), |_, part| {
+        let mut part = part.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Part {
+            column,
+            rows,
+            from,
+            to,
+            ..
+        } = &mut *part;
+        let rows = *rows;
+        // SAFETY: as this function's contract: the GIL stays held by the
+        // caller, which runs no Python code until every part is read.
+        part.stop = unsafe { column.read_detached(&|i| rows.item(i), *from, *to) };
+    });
+    let mut parts = parts.into_iter().map(|part| {
+        part.into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    });
+    let mut failed = false;
+    for (index, &rows) in sources.iter().enumerate() {
+        let own: Vec<Part> = parts.by_ref().take(counts[index]).collect();
+        if failed {
+            columns[index] = Ok(None);
+            continue;
+        }
+        let whole = std::mem::replace(&mut columns[index], Ok(None));
+        columns[index] = join_parts(py, whole, rows, own);
+        failed = columns[index].is_err();
+    }
+    columns
+}
+
+/// A column of [`read_columns`] whole: its first row (`whole`), then each of
+/// its parts, read on from where each stopped, holding the GIL; the rows
+/// after the last part (all of them, where there are no parts).
+///
+/// # Safety
+/// As for [`read_columns`], whose detached threads have all ended.
+unsafe fn join_parts(
+    py: Python<'_>,
+    whole: PyResult<Option<Column>>,
+    rows: Rows,
+    mut parts: Vec<Part>,
+) -> PyResult<Option<Column>> {
+    let item = |i: usize| rows.item(i);
+    let (mut column, mut next) = if parts.is_empty() {
+        match whole? {
+            Some(column) => (column, rows.len().min(1)),
+            None => return Ok(None),
+        }
+    } else {
+        // The first part is the column itself, which read its first row.
+        let first = parts.remove(0);
+        let mut column = first.column;
+        if column.read(py, &item, first.stop, first.to)?.is_none() {
+            return Ok(None);
+        }
+        (column, first.to)
+    };
+    for part in parts {
+        debug_assert_eq!(next, part.from);
+        if column.append_part(part.column).is_err()
+            || column.read(py, &item, part.stop, part.to)?.is_none()
+        {
+            return Ok(None);
+        }
+        next = part.to;
+    }
+    Ok(column.read(py, &item, next, rows.len())?.map(|()| column))
+}
+
+/// A column's values as Python objects: `(kind, values, splits, present)`,
+/// as [`_column_from_rows`] describes them.
+type FoundColumn = (
+    &'static str,
+    Py<PyAny>,
+    Option<Py<PyAny>>,
+    Option<Py<PyAny>>,
+);
+
+fn found_column(py: Python<'_>, column: Column) -> PyResult<FoundColumn> {
+    let splits = column
+        .splits
+        .map(|s| s.into_pyarray(py).into_any().unbind());
+    let present = column
+        .present
+        .map(|p| p.into_pyarray(py).into_any().unbind());
+    let (kind, values) = match column.values {
+        Values::None(_) => (
+            "none",
+            Vec::<i64>::new().into_pyarray(py).into_any().unbind(),
+        ),
+        Values::Int(v) => ("int64", v.into_pyarray(py).into_any().unbind()),
+        Values::Float(v) => ("float64", v.into_pyarray(py).into_any().unbind()),
+        Values::Array { dtype, data, .. } => (
+            "array",
+            (data.into_pyarray(py), dtype)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+        ),
+        Values::Bytes { offsets, data } => (
+            "bytes",
+            (offsets.into_pyarray(py), data.into_pyarray(py))
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+        ),
+    };
+    Ok((kind, values, splits, present))
+}
+
+/// Rows `start..stop` of each of `columns` (`(rows, start, stop)`, as
+/// [`_column_from_rows`] takes them), read on every core: for each, its
+/// `(kind, values, splits, present)`, None for the general path, or the error
+/// it raises (a column after one that raises is None, unread).
+fn columns_from_rows(
+    py: Python<'_>,
+    columns: &[(Bound<'_, PyAny>, usize, Option<usize>)],
+) -> PyResult<Vec<PyResult<Option<FoundColumn>>>> {
+    // A write reads its columns a slice at a time, and each slice's values
+    // are new buffers of about a megabyte: in malloc's start-up state each
+    // is mapped and zeroed afresh (measured: the kernel 40% of the pass).
+    crate::py::memory::adapt_malloc_to_large_records();
+    // Rows `start..stop` of `len`, clamped as a slice would be.
+    let span = |len: usize, start: usize, stop: Option<usize>| {
+        let stop = stop.map_or(len, |s| s.min(len));
+        (start.min(stop), stop)
+    };
+    // The object arrays' read-only borrows, held until every row is read.
+    let mut borrowed = Vec::new();
+    let mut sources = Vec::new();
+    let mut readable = Vec::new();
+    for (rows, start, stop) in columns {
+        if let Ok(list) = rows.cast::<PyList>() {
+            let (start, stop) = span(list.len(), *start, *stop);
+            sources.push(Rows::List {
+                list: list.as_ptr(),
+                start,
+                len: stop - start,
+            });
+        } else if let Ok(array) = rows.extract::<PyReadonlyArray1<'_, Py<PyAny>>>() {
+            let Ok(items) = array.as_slice() else {
+                readable.push(false); // strided: the general path
+                continue;
+            };
+            let (start, stop) = span(items.len(), *start, *stop);
+            sources.push(Rows::Items {
+                items: items[start..].as_ptr(),
+                len: stop - start,
+            });
+            borrowed.push(array);
+        } else {
+            readable.push(false);
+            continue;
+        }
+        readable.push(true);
+    }
+    let threads = crate::threads::beside_writes();
+    // SAFETY: each list and array is held by `columns`, each array borrowed
+    // read-only until the end, and the GIL is held (`py`) throughout.
+    let mut read = unsafe { read_columns(py, &sources, threads) }.into_iter();
+    let found = readable
+        .into_iter()
+        .map(|readable| match readable {
+            false => Ok(None),
+            true => match read.next().expect("a result for each column read") {
+                Ok(Some(column)) => found_column(py, column).map(Some),
+                Ok(None) => Ok(None),
+                Err(error) => Err(error),
+            },
+        })
+        .collect();
+    drop(borrowed);
+    Ok(found)
+}
+
 /// A column of rows as flat values: `(kind, values, splits, present)` with kind
 /// `"int64"` (ints and bools), `"float64"`, `"bytes"` (values as `(offsets,
 /// data)`), `"array"` (rows that are NumPy arrays of one numeric dtype: values
@@ -743,102 +1242,40 @@ impl Column {
 /// in a column of strings), a scalar, a list or tuple of scalars, or a NumPy
 /// array. None when the rows hold anything else (deeper nesting, strings
 /// mixed with numbers, arrays of strings or of differing dtypes): the
-/// caller's general path takes those.
+/// caller's general path takes those. Large columns are read on every core
+/// (see [`_columns_from_rows`]).
 #[pyfunction]
 #[pyo3(signature = (rows, start = 0, stop = None))]
-#[allow(clippy::type_complexity)]
 pub fn _column_from_rows(
     py: Python<'_>,
-    rows: &Bound<'_, PyAny>,
+    rows: Bound<'_, PyAny>,
     start: usize,
     stop: Option<usize>,
-) -> PyResult<
-    Option<(
-        &'static str,
-        Py<PyAny>,
-        Option<Py<PyAny>>,
-        Option<Py<PyAny>>,
-    )>,
-> {
+) -> PyResult<Option<FoundColumn>> {
     crate::py::errors::guard(|| {
-        // A write reads its columns a slice at a time, and each slice's values
-        // are new buffers of about a megabyte: in malloc's start-up state each
-        // is mapped and zeroed afresh (measured: the kernel 40% of the pass).
-        crate::py::memory::adapt_malloc_to_large_records();
-        // Rows `start..stop` of `len`, clamped as a slice would be.
-        let span = |len: usize| {
-            let stop = stop.map_or(len, |s| s.min(len));
-            (start.min(stop), stop)
-        };
-        let column = if let Ok(list) = rows.cast::<PyList>() {
-            let (start, stop) = span(list.len());
-            let mut column = Column::new(py, stop - start);
-            let list = list.as_ptr();
-            // Borrowed items of a list the caller holds, null past its end
-            // (which `read` handles): reading runs no Python code, so the
-            // list keeps its items, but a finalizer run by an error may not.
-            let item = |i: usize| {
-                let at = (start + i) as ffi::Py_ssize_t;
-                // SAFETY: `list` is a live list; the index is within its
-                // current length.
-                unsafe {
-                    if at < ffi::PyList_GET_SIZE(list) {
-                        ffi::PyList_GET_ITEM(list, at)
-                    } else {
-                        std::ptr::null_mut()
-                    }
-                }
-            };
-            // SAFETY: as above.
-            if unsafe { column.read(py, item, stop - start)? }.is_none() {
-                return Ok(None);
-            }
-            column
-        } else {
-            let Ok(array) = rows.extract::<PyReadonlyArray1<'_, Py<PyAny>>>() else {
-                return Ok(None);
-            };
-            let Ok(items) = array.as_slice() else {
-                return Ok(None); // strided: the general path
-            };
-            let (start, stop) = span(items.len());
-            let items = &items[start..stop];
-            let mut column = Column::new(py, items.len());
-            // SAFETY: the array, borrowed read-only, holds each item, and
-            // reading runs no Python code that could change it.
-            if unsafe { column.read(py, |i| items[i].as_ptr(), items.len())? }.is_none() {
-                return Ok(None);
-            }
-            column
-        };
-        let splits = column
-            .splits
-            .map(|s| s.into_pyarray(py).into_any().unbind());
-        let present = column
-            .present
-            .map(|p| p.into_pyarray(py).into_any().unbind());
-        let (kind, values) = match column.values {
-            Values::None(_) => (
-                "none",
-                Vec::<i64>::new().into_pyarray(py).into_any().unbind(),
-            ),
-            Values::Int(v) => ("int64", v.into_pyarray(py).into_any().unbind()),
-            Values::Float(v) => ("float64", v.into_pyarray(py).into_any().unbind()),
-            Values::Array { dtype, data, .. } => (
-                "array",
-                (data.into_pyarray(py), dtype)
-                    .into_pyobject(py)?
-                    .into_any()
-                    .unbind(),
-            ),
-            Values::Bytes { offsets, data } => (
-                "bytes",
-                (offsets.into_pyarray(py), data.into_pyarray(py))
-                    .into_pyobject(py)?
-                    .into_any()
-                    .unbind(),
-            ),
-        };
-        Ok(Some((kind, values, splits, present)))
+        let mut found = columns_from_rows(py, &[(rows, start, stop)])?;
+        found.pop().expect("one column asked, one read")
+    })
+}
+
+/// [`_column_from_rows`] of several columns at once, `(rows, start, stop)`
+/// each, their rows read on every core: a list with, for each column, what
+/// `_column_from_rows` returns, or the exception it raises (the columns after
+/// one that raises are None, unread). Each column's rows are read by one
+/// pass of CPython's objects, split over the threads; the values, and the
+/// error a column raises, are those of reading it alone.
+#[pyfunction]
+pub fn _columns_from_rows(
+    py: Python<'_>,
+    columns: Vec<(Bound<'_, PyAny>, usize, Option<usize>)>,
+) -> PyResult<Vec<Py<PyAny>>> {
+    crate::py::errors::guard(|| {
+        columns_from_rows(py, &columns)?
+            .into_iter()
+            .map(|found| match found {
+                Ok(found) => Ok(found.into_pyobject(py)?.into_any().unbind()),
+                Err(error) => Ok(error.into_value(py).into_any()),
+            })
+            .collect()
     })
 }

@@ -849,10 +849,12 @@ impl PyRecordWriter {
             let mut sink = self.sink.take().expect("open_sink found it");
             let mut spare = std::mem::take(&mut self.spare);
             let name = self.name.clone();
+            let encoding = crate::threads::EncodingBehind::start();
             let thread = std::thread::Builder::new()
                 .name("recordkit-writer".into())
                 .spawn(move || {
                     let result = rows_written.write(&mut sink, &mut spare, &name);
+                    drop(encoding);
                     Written {
                         sink,
                         spare,
