@@ -457,20 +457,15 @@ impl Values {
         }
     }
 
-    /// Appends the values of `later`, read after these: ints join floats as
-    /// floats; `Unusual` for kinds that do not mix, or strings past
-    /// [`COPY_LIMIT`] (as reading them in one run would have found).
+    /// Appends the values of `later`, read after these and of the kind these
+    /// had then ([`Column::part`]): ints join floats that these became as
+    /// floats; `Unusual` for strings past [`COPY_LIMIT`] (as reading them in
+    /// one run would have found), and for kinds that do not mix.
     fn append(&mut self, later: Values) -> Result<(), Unusual> {
         match (&mut *self, later) {
-            (_, Values::None(_)) => {}
             (Values::Int(v), Values::Int(more)) => v.extend(more),
             (Values::Float(v), Values::Float(more)) => v.extend(more),
             (Values::Float(v), Values::Int(more)) => v.extend(more.into_iter().map(|i| i as f64)),
-            (Values::Int(v), Values::Float(more)) => {
-                let mut floats: Vec<f64> = v.iter().map(|&i| i as f64).collect();
-                floats.extend(more);
-                *self = Values::Float(floats);
-            }
             (
                 Values::Bytes { offsets, data },
                 Values::Bytes {
@@ -573,22 +568,20 @@ impl Column {
     }
 
     /// Appends the rows a [`Column::part`] of this column read, which follow
-    /// this column's: `Unusual` where their values cannot join these.
+    /// this column's: `Unusual` where their values cannot join these. A part
+    /// has splits or a mask only where this column had them when it was made,
+    /// and a column never drops either, so only this column may lack them.
     fn append_part(&mut self, part: Column) -> Result<(), Unusual> {
+        debug_assert!(self.splits.is_some() || part.splits.is_none());
+        debug_assert!(self.present.is_some() || part.present.is_none());
         let base = self.values.len() as i64;
         self.values.append(part.values)?;
         let rows = part.rows;
-        if self.splits.is_none() && part.splits.is_some() {
-            self.splits = Some((0..=self.rows as i64).collect());
-        }
         if let Some(splits) = &mut self.splits {
             match part.splits {
                 Some(ends) => splits.extend(ends.iter().map(|end| base + end)),
                 None => splits.extend((1..=rows as i64).map(|k| base + k)),
             }
-        }
-        if self.present.is_none() && part.present.is_some() {
-            self.present = Some(vec![true; self.rows]);
         }
         if let Some(present) = &mut self.present {
             match part.present {
@@ -1018,21 +1011,18 @@ unsafe fn read_columns(
     if threads > 1 && later >= 2 * PART_ROWS {
         for (index, &rows) in sources.iter().enumerate() {
             let later = rows.len().saturating_sub(1);
-            let whole = match &mut columns[index] {
-                Ok(Some(column)) if later > 0 && column.part(0).is_some() => {
-                    std::mem::replace(&mut columns[index], Ok(None))
-                }
-                _ => continue,
+            let Ok(Some(column)) = &columns[index] else {
+                continue;
             };
-            let Ok(Some(whole)) = whole else {
-                unreachable!("matched above")
-            };
+            if later == 0 || column.part(0).is_none() {
+                continue;
+            }
             let count = (later / PART_ROWS).clamp(1, threads);
             let range = |k: usize| (1 + later * k / count, 1 + later * (k + 1) / count);
             let others: Vec<Part> = (1..count)
                 .map(|k| {
                     let (from, to) = range(k);
-                    let column = whole.part(to - from).expect("a kind, checked above");
+                    let column = column.part(to - from).expect("a kind, checked above");
                     Part {
                         column,
                         rows,
@@ -1042,6 +1032,9 @@ unsafe fn read_columns(
                     }
                 })
                 .collect();
+            let Ok(Some(whole)) = std::mem::replace(&mut columns[index], Ok(None)) else {
+                unreachable!("matched above")
+            };
             let (from, to) = range(0);
             parts.push(std::sync::Mutex::new(Part {
                 column: whole,
