@@ -890,3 +890,40 @@ def test_counts_are_one_number_broadcast_only_where_every_record_holds_the_same(
     for (values, counts, uniform), broadcast in zip(first + second, [True, True, False, True, False, False]):
         assert (counts.strides == (0,)) == broadcast and (uniform == 1) == broadcast
         assert not counts.flags.writeable or not broadcast
+
+
+def test_numpy_and_pandas_times_are_written_as_counts_of_their_unit(tmp_path: Path) -> None:
+    # As Arrow's are: int64 counts since the epoch, with a warning. pandas' NaT is a missing
+    # feature; NumPy's, with no mask to say it is missing, is an error naming its row.
+    days = np.array(["1970-01-02", "2020-01-01"], "datetime64[D]")
+    with pytest.warns(UserWarning) as caught:
+        rk.write_examples(tmp_path / "d.tfrecord", {"d": days, "gap": days - days[0]})
+    assert sorted(str(w.message).split(" values")[0] for w in caught) == [
+        "column 'd': datetime64[D]", "column 'gap': timedelta64[D]"]
+    assert all("are stored as int64 counts of their unit" in str(w.message) for w in caught)
+    rows = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "d.tfrecord")]
+    assert [int(r["d"][0]) for r in rows] == [1, 18262] and [int(r["gap"][0]) for r in rows] == [0, 18261]
+    with pytest.raises(ValueError, match="^column 'd', row 1: NaT, which a record cannot hold"):
+        rk.write_examples(tmp_path / "n.tfrecord", {"d": np.array(["2020-01-01", "NaT"], "datetime64[s]")})
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    frame = pd.DataFrame({"at": pd.to_datetime(["1970-01-01 00:00:01", None]).as_unit("s"),
+                          "took": pd.to_timedelta([3, None], unit="s").as_unit("ms")})
+    with pytest.warns(UserWarning) as caught:
+        rk.write_examples(tmp_path / "p.tfrecord", frame)
+    assert [str(w.message).split(" values")[0] for w in caught] == ["column 'at': timestamp[s]",
+                                                                     "column 'took': duration[ms]"]
+    rows = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "p.tfrecord")]
+    assert [{k: v.tolist() for k, v in r.items()} for r in rows] == [{"at": [1], "took": [3000]}, {}]
+    assert not (tmp_path / "n.tfrecord").exists()
+
+
+def test_rows_no_feature_can_hold_are_refused_naming_the_row(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^column 'a', row 1: lists within the row's list differ in length"):
+        rk.write_examples(tmp_path / "r.tfrecord", {"a": [[[1, 2], [3, 4]], [[1, 2], [3]]]})
+    with pytest.raises(TypeError, match=r"^column 'a', row 2: a tf.train.Feature holds ints, floats, bytes or str, "
+                                        r"not \{'x': 1\} \(dict\)"):
+        rk.write_examples(tmp_path / "r.tfrecord", {"a": np.array([b"p", b"q", {"x": 1}], dtype=object)})
+    with pytest.raises(TypeError, match=r"^column 'a', row 1: a string column holds bytes or str, not 3 \(int\)"):
+        rk.write_examples(tmp_path / "r.tfrecord", {"a": [[b"p"], [3], [b"q"]]})
+    assert not list(tmp_path.iterdir())

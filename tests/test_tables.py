@@ -418,6 +418,73 @@ def test_write_examples_takes_every_arrow_string_form_without_python_objects(tmp
         assert rk.read_table(tmp_path / "p.tfrecord", strings="utf8").to_pydict() == {"n": [1, 2], "w": ["a", "bb"]}
 
 
+def test_tables_read_with_fixed_shapes_are_written_back_as_they_were_read(tmp_path: Path) -> None:
+    # read_table gives FixedLenFeature([2, 2]) and a RaggedFeature ending in UniformRowLength as
+    # fixed-size lists within lists: written back, they are the records they were read from.
+    path = tmp_path / "m.tfrecord"
+    rk.write_examples(path, {"m": np.arange(12).reshape(3, 2, 2), "r": [[1, 2, 3, 4], [], [5, 6]]})
+    table = rk.read_table(path, {"m": rk.FixedLenFeature([2, 2], "int64"),
+                                 "r": rk.RaggedFeature("int64", partitions=[rk.RaggedFeature.UniformRowLength(2)])})
+    assert pa.types.is_fixed_size_list(table.schema.field("m").type.value_type)
+    rk.write_examples(tmp_path / "back.tfrecord", table)
+    assert (tmp_path / "back.tfrecord").read_bytes() == path.read_bytes()
+
+
+def test_every_arrow_list_layout_is_written_row_by_row(tmp_path: Path) -> None:
+    # Null rows of fixed-size lists (their values left out), list views whose ranges go back
+    # and skip values, fixed-size lists within lists, and a table sliced past its first rows.
+    view = pa.ListViewArray.from_arrays([3, 0, 1, 0], [1, 3, 0, 0], pa.array([1, 2, 3, 4]),
+                                        mask=pa.array([False, False, True, False]))
+    table = pa.table({
+        "fixed": pa.array([[1, 2], None, [3, 4], [5, 6]], pa.list_(pa.int64(), 2)),
+        "words": pa.array([["x", "y"], None, ["z", "w"], ["v", "u"]], pa.list_(pa.string(), 2)),
+        "grid": pa.array([[[1, 2], [3, 4]], None, [[5, 6], [7, 8]], [[9, 9], [9, 9]]],
+                         pa.list_(pa.list_(pa.int64(), 2), 2)),
+        "pairs": pa.array([[[0.5, 1.5]], [], None, [[2.5, 3.5], [4.5, 5.5]]], pa.large_list(pa.list_(pa.float32(), 2))),
+        "view": view,
+    })
+    expected = [
+        {"fixed": [1, 2], "words": [b"x", b"y"], "grid": [1, 2, 3, 4], "pairs": [0.5, 1.5], "view": [4]},
+        {"pairs": [], "view": [1, 2, 3]},
+        {"fixed": [3, 4], "words": [b"z", b"w"], "grid": [5, 6, 7, 8]},
+        {"fixed": [5, 6], "words": [b"v", b"u"], "grid": [9, 9, 9, 9], "pairs": [2.5, 3.5, 4.5, 5.5], "view": []},
+    ]
+    for start in (0, 1):
+        rk.write_examples(tmp_path / "l.tfrecord", table.slice(start))
+        rows = [{k: list(v) for k, v in rk.decode_example(r).items()} for r in rk.TFRecordReader(tmp_path / "l.tfrecord")]
+        assert rows == expected[start:], start
+
+
+@pytest.mark.parametrize("column, message", [
+    (pa.array([[[1, 2], [3]], [[4]]]), r"list<item: list<item: int64>> holds lists of varying length within a row.*"
+                                       r"RaggedFeature"),
+    (pa.array([[[1]]], pa.large_list(pa.large_list(pa.int64()))), r"large_list<.*> holds lists of varying length"),
+    (pa.array([{"x": 1}, {"x": 2}]), r"Arrow struct<x: int64> values cannot be stored.*Table.flatten\(\)"),
+    (pa.array([[{"x": 1}]]), "Arrow struct<x: int64> values cannot be stored"),
+    (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "Arrow map<string, int64> values cannot be stored"),
+    (pa.array([1, 2], pa.decimal128(5, 2)), r"Arrow decimal128\(5, 2\) values cannot be stored.*cast the column"),
+])
+def test_arrow_values_no_feature_holds_are_refused_naming_their_type(tmp_path: Path, column, message) -> None:
+    for source in (pa.table({"a": column, "n": pa.array(range(len(column)))}),
+                   pa.table({"a": column}).to_reader()):
+        with pytest.raises(TypeError, match=f"^column 'a': {message}"):
+            rk.write_examples(tmp_path / "x.tfrecord", source)
+        assert not list(tmp_path.iterdir())
+
+
+def test_arrow_times_are_written_as_counts_of_their_unit_with_a_warning(tmp_path: Path) -> None:
+    table = pa.table({"at": pa.array([0, None, 86_400], pa.timestamp("s")),
+                      "days": pa.array([[1, 2], [], None], pa.list_(pa.date32()))})
+    with pytest.warns(UserWarning) as caught:
+        rk.write_examples(tmp_path / "t.tfrecord", table)
+    assert [str(w.message) for w in caught] == [
+        f"column {name!r}: {kind} values are stored as int64 counts of their unit (tf.train.Example has no time type)"
+        for name, kind in (("at", "timestamp[s]"), ("days", "date32[day]"))]
+    rows = [rk.decode_example(r) for r in rk.TFRecordReader(tmp_path / "t.tfrecord")]
+    assert [list(r.get("at", [])) for r in rows] == [[0], [], [86_400]]
+    assert [list(r["days"]) if "days" in r else None for r in rows] == [[1, 2], [], None]
+
+
 def test_bad_string_offsets_are_refused_by_the_encoder() -> None:
     from recordkit import _native
 

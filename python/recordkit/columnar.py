@@ -180,6 +180,7 @@ Column = tuple[str, np.ndarray | list, np.ndarray, "np.ndarray | None"]  # kind,
 
 
 _STRING_TYPES = frozenset({bytes, str, np.bytes_, np.str_, bytearray})
+_NUMBERS = (int, float, np.number, np.bool_)
 
 
 def user_stacklevel() -> int:
@@ -208,6 +209,11 @@ class ColumnValueError(ValueError):
         return ColumnValueError, (self.column, self.row, self.problem)
 
 
+def _row_of(value: int, splits: np.ndarray | None) -> int:
+    """The row that holds value ``value`` of a column's flat values (``splits``: the rows' offsets)."""
+    return value if splits is None else int(np.searchsorted(splits, value, side="right")) - 1
+
+
 def narrow_to_float32(name: str, values: np.ndarray, splits: np.ndarray | None, warned: set[str] | None) -> np.ndarray:
     """Wider floats as float32, which is all a ``tf.train.Example`` holds.
 
@@ -220,8 +226,7 @@ def narrow_to_float32(name: str, values: np.ndarray, splits: np.ndarray | None, 
     overflow = np.isinf(narrowed) & np.isfinite(values)
     if overflow.any():
         i = int(np.argmax(overflow))
-        row = i if splits is None else int(np.searchsorted(splits, i, side="right")) - 1
-        raise ColumnValueError(name, row, f"{float(values[i])!r} is beyond float32's range "
+        raise ColumnValueError(name, _row_of(i, splits), f"{float(values[i])!r} is beyond float32's range "
                                "(about ±3.4e38), and tf.train.Example stores floats as float32")
     if len(values) and (warned is None or name not in warned):
         warnings.warn(f"column {name!r}: float64 values are stored as float32 (tf.train.Example has no float64)",
@@ -243,11 +248,28 @@ def _kind_of(values: np.ndarray, schema: str, name: str, splits: np.ndarray | No
         objects = values if kind == "O" else values.astype(object)
         odd = set(map(type, objects)) - _STRING_TYPES
         if odd:
-            bad = next(v for v in objects if type(v) in odd)
-            raise TypeError(f"column {name!r}: a string column holds bytes or str, not {bad!r} ({type(bad).__name__})")
+            # A value that no list holds, else a number among strings.
+            i = next((i for i, v in enumerate(objects) if type(v) in odd and not isinstance(v, _NUMBERS)),
+                     None)
+            if i is None:
+                i = next(i for i, v in enumerate(objects) if type(v) in odd)
+                problem = "a string column holds bytes or str, not"
+            else:
+                problem = "a tf.train.Feature holds ints, floats, bytes or str, not"
+            bad = objects[i]
+            raise TypeError(f"column {name!r}, row {_row_of(i, splits)}: {problem} {bad!r} ({type(bad).__name__})")
         return "bytes_list", objects
     if kind == "b":
         values = values.astype(np.int64)
+        kind = "i"
+    if kind in "mM":
+        not_a_time = np.isnat(values)
+        if not_a_time.any():
+            raise ColumnValueError(name, _row_of(int(np.argmax(not_a_time)), splits),
+                                   "NaT, which a record cannot hold: a missing feature is None in a list of rows, "
+                                   "or NaT in a pandas column")
+        _warn_stored_as_counts(name, values.dtype, warned)
+        values = values.view(np.int64)
         kind = "i"
     if schema == "tensorflow":
         if kind in "iu":
@@ -389,6 +411,16 @@ def _unmasked(name: str, array: np.ma.MaskedArray, row: int | None = None) -> np
     return array.data
 
 
+def _row_array(name: str, row: int, value: Any) -> np.ndarray:
+    """One row's value as NumPy makes it; lists within it of different lengths named as such."""
+    try:
+        return np.asarray(value)
+    except ValueError:  # NumPy's word for lists within a list that differ in length
+        raise ColumnValueError(name, row, "lists within the row's list differ in length, and a tf.train.Feature "
+                               "holds one flat list a row: flatten the row and write the inner lengths as a column "
+                               "of their own (read back with RaggedFeature)") from None
+
+
 def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None) -> tuple[int, Column]:
     """A list of per-row values (scalars, lists, arrays, or None for a missing feature)."""
     na = _pandas_na()
@@ -403,7 +435,7 @@ def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None
         elif isinstance(v, (bytes, str, bytearray)):
             pieces.append(np.array([v], dtype=object))
         else:
-            piece = _unmasked(name, v, row) if isinstance(v, np.ma.MaskedArray) else np.asarray(v)
+            piece = _unmasked(name, v, row) if isinstance(v, np.ma.MaskedArray) else _row_array(name, row, v)
             if piece.dtype.kind in "SU" and not isinstance(v, np.ndarray):
                 piece = np.array(v, dtype=object)  # as above: keep trailing NULs
             pieces.append(piece.reshape(-1))
@@ -436,8 +468,14 @@ def _pandas_values(series: Any) -> Any:
     strings since 3.0, ``ArrowDtype``, ``Int64``, categoricals ...) as the Arrow
     array pyarrow makes of them: no Python object per value. A missing value is
     a missing feature."""
-    if isinstance(series.dtype, np.dtype):
+    if isinstance(series.dtype, np.dtype) and series.dtype.kind not in "mM":
         return series.to_numpy()
+    if isinstance(series.dtype, np.dtype):
+        try:  # pandas' times through Arrow, where NaT, pandas' missing time, is a null
+            import pyarrow as pa
+        except ImportError:
+            return series.to_numpy()  # NaT is then an error naming its row
+        return pa.Array.from_pandas(series)
     import pandas as pd
 
     if isinstance(series.dtype, pd.StringDtype) and series.dtype.storage == "python":
@@ -449,20 +487,97 @@ def _pandas_values(series: Any) -> Any:
     return pa.Array.from_pandas(series)
 
 
-def _plain_arrow(name: str, array: Any) -> Any:
-    """Dictionary-encoded columns decoded; dates and times as int64 counts of their unit
+def _warn_stored_as_counts(name: str, kind: Any, warned: set[str] | None) -> None:
+    """Once per column (per ``warned``): times are written as int64 counts of their unit."""
+    if warned is None or name not in warned:
+        warnings.warn(f"column {name!r}: {kind} values are stored as int64 counts of their unit "
+                      "(tf.train.Example has no time type)", UserWarning, stacklevel=user_stacklevel())
+        if warned is not None:
+            warned.add(name)
+
+
+def _plain_arrow(name: str, array: Any, warned: set[str] | None) -> Any:
+    """Dictionary- and run-end-encoded columns decoded; dates and times as int64 counts of their unit
     since the epoch (with a warning: a tf.train.Feature has no time type)."""
     import pyarrow as pa
 
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
+    if pa.types.is_run_end_encoded(array.type):
+        import pyarrow.compute as pc
+
+        array = pc.run_end_decode(array)
     if pa.types.is_binary_view(array.type) or pa.types.is_string_view(array.type):
         array = array.cast(pa.large_binary())  # few kernels (drop_null among them) take views yet
     if pa.types.is_temporal(array.type):
-        warnings.warn(f"column {name!r}: {array.type} values are stored as int64 counts of their unit "
-                      "(tf.train.Example has no time type)", UserWarning, stacklevel=5)
+        _warn_stored_as_counts(name, array.type, warned)
         array = array.cast(pa.int64()) if array.type.bit_width == 64 else array.cast(pa.int32()).cast(pa.int64())
     return array
+
+
+def _arrow_lists(name: str, array: Any, present: np.ndarray | None, shared: dict[tuple[int, int], np.ndarray],
+                 warned: set[str] | None) -> tuple[Any, np.ndarray]:
+    """A column of Arrow lists as its values, flat, and each row's offsets into them.
+
+    Fixed-size lists within the lists (a 2-D value a row, as ``read_table`` gives
+    ``FixedLenFeature([k, m])`` or a ``RaggedFeature`` ending in ``UniformRowLength``)
+    are flattened, as a NumPy array's trailing dimensions are. Lists of varying
+    length within a row's list are refused: one flat list a row would lose where
+    each ends."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = array.type
+    if pa.types.is_fixed_size_list(kind):
+        width = kind.list_size
+        flat = array.flatten()  # leaves out the values of null rows, which take none here either
+        if present is None:
+            splits = _uniform_splits(len(array), width, shared)
+        else:
+            splits = np.concatenate([[0], np.cumsum(present * np.int64(width))])
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        offsets = np.asarray(array.offsets.to_numpy(), dtype=np.int64)
+        flat = array.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+        splits = offsets - offsets[0]
+    else:
+        # List views: their values in row order (a view's ranges may overlap or go back).
+        lengths = pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False)
+        flat = pc.list_flatten(array)
+        splits = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    while True:
+        if flat.null_count:
+            raise ValueError(f"column {name!r}: its lists hold nulls, which a tf.train.Feature cannot")
+        if not pa.types.is_fixed_size_list(flat.type):
+            break
+        splits = splits * flat.type.list_size
+        flat = flat.flatten()
+    flat = _plain_arrow(name, flat, warned)
+    if _is_arrow_list(flat.type):
+        raise TypeError(f"column {name!r}: {kind} holds lists of varying length within a row, and a "
+                        "tf.train.Feature holds one flat list a row: flatten each row (pyarrow.compute.list_flatten) "
+                        "and write the inner lengths as a column of their own (read back with RaggedFeature), or "
+                        "cast the inner lists to fixed-size ones")
+    return flat, splits
+
+
+def _is_arrow_list(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return any(test(kind) for test in (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list,
+                                       pa.types.is_list_view, pa.types.is_large_list_view))
+
+
+def _check_arrow_values(name: str, kind: Any) -> None:
+    """Refuses values of a type a ``tf.train.Feature`` has no list for, naming it."""
+    import pyarrow as pa
+
+    if (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind)
+            or _is_arrow_bytes(kind)):
+        return
+    hint = "write its fields as columns of their own (Table.flatten())" if pa.types.is_struct(kind) else \
+        "cast the column to numbers or strings first"
+    raise TypeError(f"column {name!r}: Arrow {kind} values cannot be stored, as a tf.train.Feature holds "
+                    f"int64, float or bytes values: {hint}")
 
 
 def _is_arrow_bytes(kind: Any) -> bool:
@@ -495,19 +610,10 @@ def _from_arrow(name: str, array: Any, schema: str, shared: dict[tuple[int, int]
 
     if isinstance(array, pa.ChunkedArray):
         array = array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
-    array = _plain_arrow(name, array)
+    array = _plain_arrow(name, array, warned)
     present = None if array.null_count == 0 else ~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    if pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
-        if pa.types.is_fixed_size_list(array.type):
-            width = array.type.list_size
-            splits = np.arange(0, (len(array)) * width + 1, width, dtype=np.int64)
-            flat = array.flatten()
-        else:
-            offsets = np.asarray(array.offsets.to_numpy(), dtype=np.int64)
-            flat = array.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-            splits = offsets - offsets[0]
-        if flat.null_count:
-            raise ValueError(f"column {name!r}: its lists hold nulls, which a tf.train.Feature cannot")
+    if _is_arrow_list(array.type):
+        flat, splits = _arrow_lists(name, array, present, shared, warned)
     else:
         # Nulls dropped before NumPy sees them: an int column with nulls would come out as float.
         flat = array.drop_null() if array.null_count else array
@@ -515,6 +621,7 @@ def _from_arrow(name: str, array: Any, schema: str, shared: dict[tuple[int, int]
             splits = np.concatenate([[0], np.cumsum(present.astype(np.int64))])
         else:
             splits = _uniform_splits(len(array), 1, shared)
+    _check_arrow_values(name, flat.type)
     splits = splits.astype(np.int64, copy=False)
     if flat_bytes and _is_arrow_bytes(flat.type):
         return len(array), ("bytes_offsets", _arrow_offsets(flat), splits, present)
