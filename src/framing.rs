@@ -759,8 +759,12 @@ impl Scanner {
         let data_at = start + header_len;
         let truncated = |got: u64, fault: Option<String>| {
             let why = fault.unwrap_or_else(|| {
+                let crc = match footer_len {
+                    0 => String::new(),
+                    n => format!(" and its {n}-byte CRC"),
+                };
                 format!(
-                    "the header claims {length} bytes of data but only {} bytes remain",
+                    "the header claims {length} bytes of data{crc} but only {} bytes remain",
                     got.saturating_sub(header_len)
                 )
             });

@@ -485,6 +485,25 @@ def test_arrow_times_are_written_as_counts_of_their_unit_with_a_warning(tmp_path
     assert [list(r["days"]) if "days" in r else None for r in rows] == [[1, 2], [], None]
 
 
+def test_arguments_that_would_read_nothing_or_crash_are_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path / "a.tfrecord", ROWS[:5])
+    for bad in (0, -3):  # a schema inferred from no record has no column: every value would be dropped
+        with pytest.raises(ValueError, match=f"^infer_from must be at least 1, not {bad}"):
+            rk.read_table(path, infer_from=bad)
+    with pytest.raises(ValueError, match="^limit must be at least 1"):
+        rk.infer_schema(path, limit=0)
+    message = r"^features must be a mapping of feature name to spec, e.g. .*, not list$"
+    for read in (lambda: rk.read_table(path, ["id"]), lambda: rk.read_batches(path, ["id"]),
+                 lambda: next(iter(rk.read_examples(path, ["id"]))), lambda: rk.parse_example([], ["id"]),
+                 lambda: rk.Dataset(path, features=["id"])):
+        with pytest.raises(TypeError, match=message):
+            read()
+    with pytest.raises(TypeError, match="^sequence_features must be a mapping .* not tuple$"):
+        rk.read_table(path, sequence_features=("id",))
+    with pytest.raises(TypeError, match="^context_features must be a mapping .* not list$"):
+        rk.parse_sequence_example([], context_features=["id"])
+
+
 def test_bad_string_offsets_are_refused_by_the_encoder() -> None:
     from recordkit import _native
 

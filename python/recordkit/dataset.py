@@ -36,7 +36,7 @@ from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
 from recordkit.index import existing_index, read_index
 from recordkit.threads import get_num_threads, one_thread_per_worker
-from recordkit.parsing import parse_example, parse_single_example
+from recordkit.parsing import check_specs, parse_example, parse_single_example
 from recordkit.records import _reader_compression
 
 __all__ = ["Dataset", "list_files", "record_format"]
@@ -687,6 +687,8 @@ class Dataset:
             raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
         if cycle_length is not None and cycle_length < 1:
             raise ValueError(f"cycle_length must be at least 1, not {cycle_length}")
+        if features is not None:
+            check_specs(features)
         self._files: list[tuple[str, RecordFormat]] = [
             (path, record_format(path) if format == "auto" else format) for path in list_files(source)
         ]

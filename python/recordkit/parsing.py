@@ -135,7 +135,15 @@ def _check_key_roles(features: Mapping[str, FeatureSpec]) -> None:
             )
 
 
+def check_specs(features: Any, argument: str = "features") -> None:
+    """Refuses a spec that is not a mapping of feature names to specs, naming the argument."""
+    if not isinstance(features, Mapping):
+        raise TypeError(f"{argument} must be a mapping of feature name to spec, e.g. "
+                        f"{{'label': rk.FixedLenFeature([], 'int64')}}, not {type(features).__name__}")
+
+
 def _plan_example(features: Mapping[str, FeatureSpec], requests: _Requests) -> None:
+    check_specs(features)
     if not features:
         raise ValueError("features cannot be empty")
     _check_key_roles(features)
@@ -491,6 +499,8 @@ def parse_single_example(serialized: bytes, features: Mapping[str, FeatureSpec],
 def _plan_sequence(
     context: Mapping[str, FeatureSpec], sequence: Mapping[str, FeatureSpec]
 ) -> tuple[_Requests, _Requests]:
+    check_specs(context, "context_features")
+    check_specs(sequence, "sequence_features")
     if not context and not sequence:
         raise ValueError("context_features and sequence_features cannot both be empty")
     context_requests, list_requests = _Requests(), _Requests()

@@ -272,6 +272,8 @@ def infer_schema(
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1 (or None, every record), not {limit}")
     files = list_files(source)
     first = record_format(files[0]) if format == "auto" else format
     batches = (batch for _, _, batch in record_batches(files, limit, format=format, compression=compression,

@@ -41,6 +41,7 @@ from recordkit.parsing import (
     _ragged_by_step,
     _Requests,
     _sparse,
+    check_specs,
     missing_feature_list_error,
     required_error,
     step_count_error,
@@ -102,6 +103,8 @@ class _Plan:
 
 def _plan(container: str, features: Mapping[str, FeatureSpec], sequence_features: Mapping[str, FeatureSpec],
           columns: Sequence[str] | None) -> _Plan:
+    check_specs(features)
+    check_specs(sequence_features, "sequence_features")
     both = sorted(set(features) & set(sequence_features))
     if both:
         raise ValueError(f"{both} are named both in features and in sequence_features")
@@ -588,6 +591,8 @@ class TableScan:
             raise ValueError(f'strings must be "binary" or "utf8", not {strings!r}')
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        if features is None and sequence_features is None and infer_from < 1:
+            raise ValueError(f"infer_from must be at least 1, not {infer_from}: the schema is inferred from that many records")
         if format not in ("auto", "tfrecord", "ofrecord"):
             raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
         self.files = list_files(source)
