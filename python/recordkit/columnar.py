@@ -468,9 +468,9 @@ def _pandas_values(series: Any) -> Any:
     strings since 3.0, ``ArrowDtype``, ``Int64``, categoricals ...) as the Arrow
     array pyarrow makes of them: no Python object per value. A missing value is
     a missing feature."""
-    if isinstance(series.dtype, np.dtype) and series.dtype.kind not in "mM":
-        return series.to_numpy()
     if isinstance(series.dtype, np.dtype):
+        if series.dtype.kind not in "mM":
+            return series.to_numpy()
         try:  # pandas' times through Arrow, where NaT, pandas' missing time, is a null
             import pyarrow as pa
         except ImportError:
