@@ -620,6 +620,19 @@ def test_python_lists_name_the_row_that_does_not_fit(tmp_path, rows) -> None:
     assert not (tmp_path / "x.tfrecord").exists()
 
 
+@pytest.mark.parametrize("make, row", [(lambda v: v, 2), (lambda v: v.reshape(2, 2), 1),
+                                       (lambda v: pytest.importorskip("pyarrow").array(v), 2)])
+def test_uint64_beyond_int64_is_refused_naming_the_row_in_every_format(tmp_path, make, row) -> None:
+    # Both record formats hold int64 at most: a cast would wrap 2**63 + 5 to a negative number.
+    column = make(np.array([1, 2, 2**63 + 5, 3], np.uint64))
+    problem = rf"^column 'x', row {row}: value 9223372036854775813 does not fit an int64$"
+    with pytest.raises(ValueError, match=problem):
+        rk.write_examples(tmp_path / "x.tfrecord", {"x": column})
+    with pytest.raises(ValueError, match=problem):
+        rk.write_ofrecords(tmp_path / "parts", {"x": column})
+    assert not (tmp_path / "x.tfrecord").exists() and not list((tmp_path / "parts").iterdir())
+
+
 def test_python_lists_of_other_types_take_the_general_path(tmp_path) -> None:
     rows = {"a": [np.int64(1), 2], "b": [[1, 2], (3,)], "c": [True, 2], "d": [1, 2.5]}
     with pytest.warns(UserWarning, match="'d': float64 values are stored as float32"):

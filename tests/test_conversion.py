@@ -276,6 +276,16 @@ def test_a_value_beyond_float32_is_an_error_naming_column_and_row(tmp_path: Path
     assert not (tmp_path / "o.tfrecord").exists()
 
 
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_an_integer_beyond_int64_is_an_error_naming_column_and_row(tmp_path: Path, suffix: str) -> None:
+    values = [1] * 70_001 + [2**64 - 1]  # past one conversion chunk, so the row counts from the file's start
+    lines = [f"{v}\n" if suffix == "csv" else f'{{"x": {v}}}\n' for v in values]
+    (tmp_path / f"t.{suffix}").write_text(("x\n" if suffix == "csv" else "") + "".join(lines))
+    with pytest.raises(ValueError, match=r"^column 'x', row 70001: value 18446744073709551615 does not fit an int64$"):
+        rk.convert(tmp_path / f"t.{suffix}", tmp_path / "o.tfrecord")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"t.{suffix}"]
+
+
 def test_csv_booleans_mixed_with_numbers_stay_text(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text("m,e\nTrue,\n1,\n")
     rk.convert(tmp_path / "t.csv", tmp_path / "o.tfrecord")

@@ -399,6 +399,8 @@ def test_write_examples_takes_every_arrow_string_form_without_python_objects(tmp
         "lists": pa.array([["p", "q"], [], None, ["r"]], pa.list_(pa.string())),
         "fixed": pa.array([["a", "b"]] * 4, pa.list_(pa.large_binary(), 2)),
         "sliced": pa.array(["s0", "s1", "s2", "s3", "s4", "s5"]).slice(2, 4),
+        "fixed_size_binary": pa.array([b"ab", b"cd", None, b"ef"], pa.binary(2)),  # hashes, UUIDs
+        "fixed_size_binary_lists": pa.array([[b"ab"], [], [b"cd", b"ef"], None], pa.list_(pa.binary(2))),
     })
     rk.write_examples(tmp_path / "t.tfrecord", table)
     back = rk.read_table(tmp_path / "t.tfrecord", strings="utf8")
@@ -461,7 +463,8 @@ def test_every_arrow_list_layout_is_written_row_by_row(tmp_path: Path) -> None:
     (pa.array([[[1]]], pa.large_list(pa.large_list(pa.int64()))), r"large_list<.*> holds lists of varying length"),
     (pa.array([{"x": 1}, {"x": 2}]), r"Arrow struct<x: int64> values cannot be stored.*Table.flatten\(\)"),
     (pa.array([[{"x": 1}]]), "Arrow struct<x: int64> values cannot be stored"),
-    (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "Arrow map<string, int64> values cannot be stored"),
+    (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())),
+     "Arrow map<string, int64> values cannot be stored.*keys and its values as list columns"),
     (pa.array([1, 2], pa.decimal128(5, 2)), r"Arrow decimal128\(5, 2\) values cannot be stored.*cast the column"),
 ])
 def test_arrow_values_no_feature_holds_are_refused_naming_their_type(tmp_path: Path, column, message) -> None:
@@ -470,6 +473,40 @@ def test_arrow_values_no_feature_holds_are_refused_naming_their_type(tmp_path: P
         with pytest.raises(TypeError, match=f"^column 'a': {message}"):
             rk.write_examples(tmp_path / "x.tfrecord", source)
         assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("column, message", [
+    (pa.array([[[1, 2], [3]], [[4]]]), r"list<element: list<element: int64>> holds lists of varying length"),
+    (pa.array([{"x": 1}, {"x": 2}]), r"Arrow struct<x: int64> values cannot be stored.*Table.flatten\(\)"),
+    (pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64())), "Arrow map<string, int64.*> values cannot be stored"),
+    (pa.array([1, 2], pa.decimal128(5, 2)), r"Arrow decimal128\(5, 2\) values cannot be stored.*cast the column"),
+])
+def test_convert_refuses_the_parquet_columns_write_examples_refuses_alike(tmp_path: Path, column, message) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"n": pa.array(range(len(column))), "a": column}), tmp_path / "in.parquet")
+    with pytest.raises(TypeError, match=f"^column 'a': {message}"):
+        rk.convert(tmp_path / "in.parquet", tmp_path / "out.tfrecord")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_convert_writes_the_parquet_columns_write_examples_writes(tmp_path: Path) -> None:
+    # Parquet keeps what read_table gives for FixedLenFeature([2, 2]), fixed-size binary
+    # (hashes, UUIDs) and a column of nulls only: converted, they are write_examples' records.
+    table = pa.table({
+        "grid": pa.array([[[1, 2], [3, 4]], [[5, 6], [7, 8]], None], pa.list_(pa.list_(pa.int64(), 2), 2)),
+        "digest": pa.array([b"\x00" * 16, None, b"\xff" * 16], pa.binary(16)),
+        "digests": pa.array([[b"ab", b"cd"], [], None], pa.list_(pa.binary(2))),
+        "nothing": pa.nulls(3),
+    })
+    pytest.importorskip("pyarrow.parquet").write_table(table, tmp_path / "in.parquet")
+    rk.convert(tmp_path / "in.parquet", tmp_path / "converted.tfrecord")
+    rk.write_examples(tmp_path / "written.tfrecord", table)
+    assert (tmp_path / "converted.tfrecord").read_bytes() == (tmp_path / "written.tfrecord").read_bytes()
+    assert rk.read_table(tmp_path / "converted.tfrecord").to_pylist() == [
+        {"grid": [1, 2, 3, 4], "digest": b"\x00" * 16, "digests": [b"ab", b"cd"]},
+        {"grid": [5, 6, 7, 8], "digest": None, "digests": []},
+        {"grid": None, "digest": b"\xff" * 16, "digests": None},
+    ]
 
 
 def test_arrow_times_are_written_as_counts_of_their_unit_with_a_warning(tmp_path: Path) -> None:

@@ -271,10 +271,14 @@ def _kind_of(values: np.ndarray, schema: str, name: str, splits: np.ndarray | No
         _warn_stored_as_counts(name, values.dtype, warned)
         values = values.view(np.int64)
         kind = "i"
+    if values.dtype == np.uint64:
+        # Both record formats hold int64 at most; a cast would wrap these to negative numbers.
+        too_large = values >= np.uint64(1 << 63)
+        if too_large.any():
+            i = int(np.argmax(too_large))
+            raise ColumnValueError(name, _row_of(i, splits), f"value {int(values[i])} does not fit an int64")
     if schema == "tensorflow":
         if kind in "iu":
-            if values.dtype == np.uint64 and values.size and values.max() >= 1 << 63:
-                raise ValueError(f"column {name!r}: value {values.max()} does not fit an int64")
             return "int64_list", np.ascontiguousarray(values, dtype=np.int64)
         if kind == "f":
             if values.dtype.itemsize > 4:
@@ -497,8 +501,9 @@ def _warn_stored_as_counts(name: str, kind: Any, warned: set[str] | None) -> Non
 
 
 def _plain_arrow(name: str, array: Any, warned: set[str] | None) -> Any:
-    """Dictionary- and run-end-encoded columns decoded; dates and times as int64 counts of their unit
-    since the epoch (with a warning: a tf.train.Feature has no time type)."""
+    """Dictionary- and run-end-encoded columns decoded; byte strings of any layout as ``large_binary``;
+    dates and times as int64 counts of their unit since the epoch (with a warning: a tf.train.Feature
+    has no time type)."""
     import pyarrow as pa
 
     if pa.types.is_dictionary(array.type):
@@ -509,6 +514,8 @@ def _plain_arrow(name: str, array: Any, warned: set[str] | None) -> Any:
         array = pc.run_end_decode(array)
     if pa.types.is_binary_view(array.type) or pa.types.is_string_view(array.type):
         array = array.cast(pa.large_binary())  # few kernels (drop_null among them) take views yet
+    if pa.types.is_fixed_size_binary(array.type):
+        array = array.cast(pa.large_binary())  # hashes, UUIDs: Parquet's FIXED_LEN_BYTE_ARRAY
     if pa.types.is_temporal(array.type):
         _warn_stored_as_counts(name, array.type, warned)
         array = array.cast(pa.int64()) if array.type.bit_width == 64 else array.cast(pa.int32()).cast(pa.int64())
@@ -553,11 +560,42 @@ def _arrow_lists(name: str, array: Any, present: np.ndarray | None, shared: dict
         flat = flat.flatten()
     flat = _plain_arrow(name, flat, warned)
     if _is_arrow_list(flat.type):
-        raise TypeError(f"column {name!r}: {kind} holds lists of varying length within a row, and a "
-                        "tf.train.Feature holds one flat list a row: flatten each row (pyarrow.compute.list_flatten) "
-                        "and write the inner lengths as a column of their own (read back with RaggedFeature), or "
-                        "cast the inner lists to fixed-size ones")
+        raise _lists_within_lists(name, kind)
     return flat, splits
+
+
+def _lists_within_lists(name: str, kind: Any) -> TypeError:
+    return TypeError(f"column {name!r}: {kind} holds lists of varying length within a row, and a "
+                     "tf.train.Feature holds one flat list a row: flatten each row (pyarrow.compute.list_flatten) "
+                     "and write the inner lengths as a column of their own (read back with RaggedFeature), or "
+                     "cast the inner lists to fixed-size ones")
+
+
+def arrow_feature_type(name: str, kind: Any) -> tuple[Any, bool]:
+    """What a column of Arrow type ``kind`` is written as: the type of its values and
+    whether each row holds a list of them, as ``write_examples`` reads the column
+    (encodings taken off, fixed-size lists within lists flattened; dates and times
+    stay temporal types here, written as int64). Refuses the types it refuses, with
+    the same message."""
+    import pyarrow as pa
+
+    def decoded(t: Any) -> Any:
+        while pa.types.is_dictionary(t) or pa.types.is_run_end_encoded(t):
+            t = t.value_type
+        return t
+
+    outer = values = decoded(kind)
+    listed = _is_arrow_list(outer)
+    if listed:
+        values = outer.value_type
+        while pa.types.is_fixed_size_list(values):
+            values = values.value_type
+        values = decoded(values)
+        if _is_arrow_list(values):
+            raise _lists_within_lists(name, outer)
+    if not pa.types.is_temporal(values):
+        _check_arrow_values(name, values)
+    return values, listed
 
 
 def _is_arrow_list(kind: Any) -> bool:
@@ -574,8 +612,9 @@ def _check_arrow_values(name: str, kind: Any) -> None:
     if (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind)
             or _is_arrow_bytes(kind)):
         return
-    hint = "write its fields as columns of their own (Table.flatten())" if pa.types.is_struct(kind) else \
-        "cast the column to numbers or strings first"
+    hint = ("write its fields as columns of their own (Table.flatten())" if pa.types.is_struct(kind) else
+            "write its keys and its values as list columns of their own" if pa.types.is_map(kind) else
+            "cast the column to numbers or strings first")
     raise TypeError(f"column {name!r}: Arrow {kind} values cannot be stored, as a tf.train.Feature holds "
                     f"int64, float or bytes values: {hint}")
 
@@ -584,7 +623,8 @@ def _is_arrow_bytes(kind: Any) -> bool:
     import pyarrow as pa
 
     return any(test(kind) for test in (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_string,
-                                       pa.types.is_large_string, pa.types.is_binary_view, pa.types.is_string_view))
+                                       pa.types.is_large_string, pa.types.is_binary_view, pa.types.is_string_view,
+                                       pa.types.is_fixed_size_binary))
 
 
 def _arrow_offsets(values: Any) -> tuple[np.ndarray, np.ndarray]:

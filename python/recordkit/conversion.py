@@ -30,7 +30,8 @@ from recordkit._sources import (AtomicTarget, PathLike, fsync_path, remove_files
                                 require)
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
 from recordkit.columnar import (
-    Column, ColumnValueError, _normalize, _write, _write_behind, example_column_batches, narrow_to_float32,
+    Column, ColumnValueError, _normalize, _write, _write_behind, arrow_feature_type, example_column_batches,
+    narrow_to_float32,
 )
 from recordkit.dataset import list_files, record_format
 from recordkit.images import image_shape
@@ -149,8 +150,9 @@ def _record_batches(records: Iterable[bytes], size: int, max_bytes: int) -> Iter
         yield batch
 
 
-def _column(kind: str, per_row: Sequence[Any]) -> Column:
-    """A column from per-row values: arrays or lists of values, or None for a missing feature."""
+def _column(name: str, kind: str, per_row: Sequence[Any]) -> Column:
+    """A column from per-row values: arrays or lists of values, or None for a missing feature.
+    A number the kind cannot hold (a CSV or JSON integer past int64) is an error naming its row."""
     present = np.fromiter((v is not None for v in per_row), dtype=bool, count=len(per_row))
     lengths = np.fromiter((0 if v is None else len(v) for v in per_row), dtype=np.int64, count=len(per_row))
     splits = np.zeros(len(per_row) + 1, dtype=np.int64)
@@ -159,9 +161,22 @@ def _column(kind: str, per_row: Sequence[Any]) -> Column:
         values: Any = [b for v in per_row if v is not None for b in v]
     else:
         dtype = _DTYPES[kind]
-        parts = [np.asarray(v, dtype=dtype) for v in per_row if v is not None and len(v)]
+        try:
+            parts = [np.asarray(v, dtype=dtype) for v in per_row if v is not None and len(v)]
+        except OverflowError:
+            row, value = next((row, x) for row, v in enumerate(per_row) for x in v or () if _overflows(x, dtype))
+            article = "an" if np.dtype(dtype).kind == "i" else "a"
+            raise ColumnValueError(name, row, f"value {value} does not fit {article} {np.dtype(dtype).name}") from None
         values = np.concatenate(parts) if parts else np.zeros(0, dtype)
     return _NATIVE_KINDS[kind], values, splits, None if present.all() else present
+
+
+def _overflows(value: Any, dtype: Any) -> bool:
+    try:
+        np.asarray(value, dtype=dtype)
+        return False
+    except OverflowError:
+        return True
 
 
 def _byte_strings(column: Column) -> Column:
@@ -298,27 +313,21 @@ class _RecordSource(_Source):
             for decoded in batch:
                 entry = decoded.get(name)  # (kind, values); a Feature that sets no kind holds no values
                 per_row.append(None if entry is None else [] if entry[1] is None else entry[1])
-            columns[name] = _column(info.kind, per_row)
+            columns[name] = _column(name, info.kind, per_row)
         return len(batch), columns
 
 
 def _arrow_info(field: Any) -> _ColumnInfo:
+    """The column a Parquet field becomes, as ``write_examples`` would write it."""
     import pyarrow as pa
 
-    kind_type, scalar = field.type, True
-    if pa.types.is_list(kind_type) or pa.types.is_large_list(kind_type) or pa.types.is_fixed_size_list(kind_type):
-        kind_type, scalar = kind_type.value_type, False
-    if pa.types.is_dictionary(kind_type):
-        kind_type = kind_type.value_type
-    if pa.types.is_integer(kind_type) or pa.types.is_boolean(kind_type) or pa.types.is_temporal(kind_type):
-        return _ColumnInfo("int64", scalar)
-    if pa.types.is_floating(kind_type):
-        return _ColumnInfo("float", scalar)
-    if pa.types.is_string(kind_type) or pa.types.is_large_string(kind_type):
-        return _ColumnInfo("bytes", scalar, text=True)
-    if pa.types.is_binary(kind_type) or pa.types.is_large_binary(kind_type) or pa.types.is_fixed_size_binary(kind_type):
-        return _ColumnInfo("bytes", scalar)
-    raise TypeError(f"column {field.name!r}: Arrow type {field.type} has no tf.train.Feature kind")
+    values, listed = arrow_feature_type(field.name, field.type)
+    if pa.types.is_integer(values) or pa.types.is_boolean(values) or pa.types.is_temporal(values):
+        return _ColumnInfo("int64", not listed)
+    if pa.types.is_floating(values):
+        return _ColumnInfo("float", not listed)
+    text = pa.types.is_string(values) or pa.types.is_large_string(values) or pa.types.is_string_view(values)
+    return _ColumnInfo("bytes", not listed, text=text)  # byte strings, and columns of nulls only
 
 
 class _ParquetSource(_Source):
@@ -409,6 +418,7 @@ class _CsvSource(_Source):
             reader = csv.reader(f)
             next(reader)
             positions = {name: i for i, name in enumerate(self.header)}
+            done = 0
             for rows in _batches(reader, _CHUNK_ROWS):
                 columns = {}
                 for name, info in self.columns.items():
@@ -421,7 +431,11 @@ class _CsvSource(_Source):
                     else:
                         convert = int if info.kind == "int64" else float
                         per_row = [None if c == "" else [convert(c)] for c in cells]
-                    columns[name] = _column(info.kind, per_row)
+                    try:
+                        columns[name] = _column(name, info.kind, per_row)
+                    except ColumnValueError as error:
+                        raise error.shifted(done) from None
+                done += len(rows)
                 yield len(rows), columns
 
 
@@ -482,6 +496,7 @@ class _JsonLinesSource(_Source):
                     yield row
 
     def chunks(self) -> Iterator[Chunk]:
+        done = 0
         for batch in _batches(self._rows(), _CHUNK_ROWS):
             columns = {}
             for name, info in self.columns.items():
@@ -492,7 +507,11 @@ class _JsonLinesSource(_Source):
                     if values is not None and info.kind == "bytes":
                         values = [_json_bytes(v) for v in values]
                     per_row.append(values)
-                columns[name] = _column(info.kind, per_row)
+                try:
+                    columns[name] = _column(name, info.kind, per_row)
+                except ColumnValueError as error:
+                    raise error.shifted(done) from None
+            done += len(batch)
             yield len(batch), columns
 
 
