@@ -146,6 +146,7 @@ def test_pandas_dataframe(tmp_path: Path) -> None:
 def test_pandas_columns_backed_by_arrow_or_a_mask(tmp_path: Path) -> None:
     # pandas 3's strings, ArrowDtype, nullable integers and categoricals go through
     # Arrow: a missing value (None, NaN in a string column, pd.NA) is a missing feature.
+    # Sparse columns, which pyarrow does not take, as their dense values.
     pd = pytest.importorskip("pandas")
     pa = pytest.importorskip("pyarrow")
     frame = pd.DataFrame({
@@ -155,13 +156,15 @@ def test_pandas_columns_backed_by_arrow_or_a_mask(tmp_path: Path) -> None:
         "tags": pd.array([["p"], [], None], dtype=pd.ArrowDtype(pa.list_(pa.string()))),
         "plain": [b"u", b"v", b"w"],
         "kind": pd.Categorical(["cat", None, "cat"]),
+        "sparse": pd.arrays.SparseArray([0, 0, 7]),  # written as its dense values
     })
     [path] = rk.write_examples(tmp_path / "p", frame)
     decoded = [{k: list(v) for k, v in rk.decode_example(r).items()} for r in rk.TFRecordReader(path)]
     assert decoded == [
-        {"text": [b"a"], "python_text": [b"x"], "count": [1], "tags": [b"p"], "plain": [b"u"], "kind": [b"cat"]},
-        {"python_text": [b"y"], "tags": [], "plain": [b"v"]},
-        {"text": [b"ccc"], "count": [3], "plain": [b"w"], "kind": [b"cat"]},
+        {"text": [b"a"], "python_text": [b"x"], "count": [1], "tags": [b"p"], "plain": [b"u"], "kind": [b"cat"],
+         "sparse": [0]},
+        {"python_text": [b"y"], "tags": [], "plain": [b"v"], "sparse": [0]},
+        {"text": [b"ccc"], "count": [3], "plain": [b"w"], "kind": [b"cat"], "sparse": [7]},
     ]
 
 

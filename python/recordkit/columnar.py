@@ -482,6 +482,8 @@ def _pandas_values(series: Any) -> Any:
         return pa.Array.from_pandas(series)
     import pandas as pd
 
+    if isinstance(series.dtype, pd.SparseDtype):
+        return _pandas_values(series.sparse.to_dense())  # pyarrow takes no sparse column
     if isinstance(series.dtype, pd.StringDtype) and series.dtype.storage == "python":
         if series.dtype.na_value is pd.NA:
             return np.asarray(series.array)  # pandas' own array of str and pd.NA: no copy
