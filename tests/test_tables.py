@@ -539,6 +539,21 @@ def test_arguments_that_would_read_nothing_or_crash_are_refused(tmp_path: Path) 
         rk.read_table(path, sequence_features=("id",))
     with pytest.raises(TypeError, match="^context_features must be a mapping .* not list$"):
         rk.parse_sequence_example([], context_features=["id"])
+    # A batch size that is not a positive integer, refused before reading starts (a float
+    # failed inside the first batch, with Python's own message).
+    spec = {"id": rk.FixedLenFeature([], "int64")}
+    for bad, error, message in ((2.5, TypeError, "an integer, not float 2.5"), (True, TypeError, "an integer, not bool"),
+                                (0, ValueError, "at least 1, not 0")):
+        for read in (lambda: rk.read_batches(path, batch_size=bad), lambda: rk.Dataset(path).batch(bad),
+                     lambda: next(rk.read_examples(path, spec, batch_size=bad))):
+            with pytest.raises(error, match=f"^batch_size must be {message}"):
+                read()
+    assert rk.read_batches(path, batch_size=np.int64(2)).read_all().num_rows == 5
+    # A lone column name, whose letters would be read as names, and a name asked for twice.
+    with pytest.raises(TypeError, match=r"^columns must be a list of feature names, e.g. \['id'\], not a single name"):
+        rk.read_table(path, columns="id")
+    with pytest.raises(ValueError, match=r"^columns names \['id'\] more than once"):
+        rk.read_table(path, spec, columns=["id", "id"])
 
 
 def test_bad_string_offsets_are_refused_by_the_encoder() -> None:

@@ -18,7 +18,7 @@ import numpy as np
 from recordkit import _native
 from recordkit._sources import Source, open_input
 from recordkit.features import FeatureSpec
-from recordkit.parsing import _assemble, _columns, _plan_example, _Requests
+from recordkit.parsing import _assemble, _columns, _plan_example, _Requests, check_batch_size
 from recordkit._shardsets import shard_names
 from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing, warn_skipped
 from recordkit.threads import get_num_threads
@@ -73,8 +73,7 @@ def read_examples(
         ParseError: When a record does not fit the spec; ``.index`` is the
             record's index in its file.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    batch_size = check_batch_size(batch_size)
     requests = _Requests()
     _plan_example(features, requests)
     for count, columns in example_column_batches(expand_sources(paths), requests.as_list(), batch_size,

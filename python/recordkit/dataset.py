@@ -36,7 +36,7 @@ from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
 from recordkit.index import existing_index, read_index
 from recordkit.threads import get_num_threads, one_thread_per_worker
-from recordkit.parsing import check_specs, parse_example, parse_single_example
+from recordkit.parsing import check_batch_size, check_specs, parse_example, parse_single_example
 from recordkit.records import _reader_compression
 
 __all__ = ["Dataset", "list_files", "record_format"]
@@ -761,8 +761,7 @@ class Dataset:
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
         """Groups items into batches; with ``features``, parsed into columns in one Rust call per batch."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        batch_size = check_batch_size(batch_size)
         if any(step.kind == "batch" for step in self._steps):
             raise ValueError("the dataset is already batched")
         return self._then("batch", int(batch_size), bool(drop_remainder))

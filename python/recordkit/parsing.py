@@ -142,6 +142,16 @@ def check_specs(features: Any, argument: str = "features") -> None:
                         f"{{'label': rk.FixedLenFeature([], 'int64')}}, not {type(features).__name__}")
 
 
+def check_batch_size(batch_size: Any) -> int:
+    """``batch_size`` as an int; refuses what is not a positive integer (a float would
+    fail only once reading starts)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError(f"batch_size must be an integer, not {type(batch_size).__name__} {batch_size!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    return int(batch_size)
+
+
 def _plan_example(features: Mapping[str, FeatureSpec], requests: _Requests) -> None:
     check_specs(features)
     if not features:

@@ -41,6 +41,7 @@ from recordkit.parsing import (
     _ragged_by_step,
     _Requests,
     _sparse,
+    check_batch_size,
     check_specs,
     missing_feature_list_error,
     required_error,
@@ -145,6 +146,20 @@ def _plan(container: str, features: Mapping[str, FeatureSpec], sequence_features
         requests, list_requests = _Requests(), _Requests()
         _plan_example(context, requests)
     return _Plan(container, plan, requests, list_requests)
+
+
+def _wanted_columns(columns: Sequence[str] | None) -> list[str] | None:
+    """The column names asked for, refusing a lone name (whose letters would be
+    taken as names) and a name asked for twice (two columns of one name)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)):
+        raise TypeError(f"columns must be a list of feature names, e.g. [{columns!r}], not a single name")
+    wanted = list(columns)
+    repeated = sorted({name for name in wanted if wanted.count(name) > 1})
+    if repeated:
+        raise ValueError(f"columns names {repeated} more than once")
+    return wanted
 
 
 def _infer_plan(files: list[str], columns: Sequence[str] | None, compression: str | None, sample: int,
@@ -589,8 +604,8 @@ class TableScan:
 
         if strings not in ("binary", "utf8"):
             raise ValueError(f'strings must be "binary" or "utf8", not {strings!r}')
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        batch_size = check_batch_size(batch_size)
+        columns = _wanted_columns(columns)
         if features is None and sequence_features is None and infer_from < 1:
             raise ValueError(f"infer_from must be at least 1, not {infer_from}: the schema is inferred from that many records")
         if format not in ("auto", "tfrecord", "ofrecord"):
