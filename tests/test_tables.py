@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -286,6 +287,12 @@ def test_a_record_breaking_the_inferred_type_names_the_feature_record_and_fix(tm
         rk.read_table(path, infer_from=10)
     assert caught.value.key == "x" and caught.value.index == 20 and str(path) in str(caught.value)
     assert rk.read_table(path, {"x": rk.VarLenFeature("int64")}).column("x").to_pylist()[-1] == [1, 2]
+    # Another kind than the sample's: named with the file, and the way to read the rest.
+    path = _write(tmp_path / "k.tfrecord", [{"x": i, "y": i} for i in range(20)] + [{"x": b"s", "y": 20}])
+    with pytest.raises(rk.ParseError, match=rf"^{re.escape(str(path))}: Key: x, Index: 20\. Data types don't match.*"
+                                            r"first 10 records reads 'x' as int64.*leave it out with columns=\)$"):
+        rk.read_table(path, infer_from=10)
+    assert rk.read_table(path, infer_from=10, columns=["y"]).column("y").to_pylist() == list(range(21))
 
 
 def test_utf8_strings_and_invalid_utf8_named(tmp_path: Path) -> None:

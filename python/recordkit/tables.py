@@ -461,6 +461,17 @@ def _in_file(error: ParseError, first_record: int) -> ParseError:
     return ParseError(message, key=error.key, index=index)
 
 
+def _named(error: ParseError, name: str, plan: _Plan) -> ParseError:
+    """``error``, raised reading file ``name``, naming it; where a record holds a feature
+    as another kind than the records the schema was inferred from, saying so."""
+    message = f"{name}: {error}"
+    inferred = next((c for c in plan.columns if c.name == error.key and c.inferred_from), None)
+    if inferred is not None and "Data types don't match" in message:
+        message += (f" (the schema inferred from the first {inferred.inferred_from} records reads {error.key!r} as "
+                    f"{inferred.dtype}, and no one spec reads both kinds: leave it out with columns=)")
+    return ParseError(message, key=error.key, index=error.index)
+
+
 def _ragged_values(ragged: Any, flat: "pa.Array") -> "pa.Array":
     """A ragged array of positions into ``flat`` (a RaggedArray, its innermost values
     shaped by any uniform row lengths), as nested Arrow lists of ``flat``'s values."""
@@ -689,13 +700,12 @@ class TableScan:
                         for count, parsed in parsed_batches:
                             if skip:
                                 warn_skipped(opened.name, parsed_batches.take_skipped())
-                            try:
-                                yield _record_batch(plan, self.schema, count, parsed, index, strings)
-                            except ParseError as e:
-                                raise ParseError(f"{opened.name}: {e}", key=e.key, index=e.index) from None
+                            yield _record_batch(plan, self.schema, count, parsed, index, strings)
                             index += count
                         if skip:
                             warn_skipped(opened.name, parsed_batches.take_skipped())
+                    except ParseError as e:
+                        raise _named(e, opened.name, plan) from None
                     finally:
                         parsed_batches.close()
                     if piece.stop is not None and index < piece.stop:
