@@ -164,7 +164,8 @@ def _column(name: str, kind: str, per_row: Sequence[Any]) -> Column:
         try:
             parts = [np.asarray(v, dtype=dtype) for v in per_row if v is not None and len(v)]
         except OverflowError:
-            row, value = next((row, x) for row, v in enumerate(per_row) for x in v or () if _overflows(x, dtype))
+            row, value = next((row, x) for row, v in enumerate(per_row) if v is not None for x in v
+                              if _overflows(x, dtype))
             article = "an" if np.dtype(dtype).kind == "i" else "a"
             raise ColumnValueError(name, row, f"value {value} does not fit {article} {np.dtype(dtype).name}") from None
         values = np.concatenate(parts) if parts else np.zeros(0, dtype)
