@@ -95,6 +95,22 @@ impl Strings {
     }
 }
 
+/// The value of a `BytesList` holding one value of under 128 bytes (a
+/// scalar string feature, the common case), laid out as protobuf writes it.
+/// Taken before the loop over the list's values: on one thread, 1 M of the
+/// tutorial's one-word `feature2` were copied into Arrow's layout in 3.7 ms
+/// through the loop and in 2.0 ms so (by difference with a read that builds
+/// no values).
+#[inline(always)]
+fn single_short_value(list: &[u8]) -> Option<&[u8]> {
+    match list {
+        &[0x0a, len, ref value @ ..] if len < 0x80 && usize::from(len) == value.len() => {
+            Some(value)
+        }
+        _ => None,
+    }
+}
+
 /// Flat values of one feature over a batch.
 #[derive(Debug, PartialEq)]
 pub enum Buffer<'a> {
@@ -177,6 +193,10 @@ impl<'a> Buffer<'a> {
             }
             Buffer::Bytes(v) => {
                 let payload = entry.canonical_list(0x0a)?;
+                if let Some(value) = single_short_value(payload) {
+                    v.push(value);
+                    return Some(Ok(1));
+                }
                 grow(v, |v| {
                     crate::example::for_each_field_one(payload, &mut |b| {
                         v.push(b);
@@ -187,6 +207,10 @@ impl<'a> Buffer<'a> {
             }
             Buffer::Flat(v) => {
                 let payload = entry.canonical_list(0x0a)?;
+                if let Some(value) = single_short_value(payload) {
+                    v.push(value, record);
+                    return Some(Ok(1));
+                }
                 let before = v.len();
                 crate::example::for_each_field_one(payload, &mut |b| {
                     v.push(b, record);
@@ -1226,6 +1250,28 @@ pub(crate) mod tests {
         let mut out = Vec::new();
         put_example(&mut out, entries).unwrap();
         out
+    }
+
+    /// Only a list that is one value with a one-byte length filling it is
+    /// taken as a single value; a two-byte length whose first byte equals
+    /// the bytes after it (0x85 then 133 bytes) is not.
+    #[test]
+    fn single_short_value_only_where_one_short_value_fills_the_list() {
+        assert_eq!(single_short_value(b"\x0a\x03cat"), Some(&b"cat"[..]));
+        assert_eq!(single_short_value(b"\x0a\x00"), Some(&b""[..]));
+        let long = [&[0x0a, 0x7f][..], &[b'x'; 0x7f]].concat();
+        assert_eq!(single_short_value(&long), Some(&long[2..]));
+        let two_byte_length = [&[0x0a, 0x85, 0x01][..], &[b'x'; 132]].concat();
+        assert_eq!(single_short_value(&two_byte_length), None);
+        for other in [
+            &b"\x0a\x02a"[..],
+            b"\x0a\x01a\x0a\x01b",
+            b"\x12\x01a",
+            b"\x0a",
+            b"",
+        ] {
+            assert_eq!(single_short_value(other), None, "{other:?}");
+        }
     }
 
     /// Every split of these counts into three runs, joined as `parse_examples_on`

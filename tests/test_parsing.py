@@ -314,6 +314,26 @@ def test_layouts_protobuf_allows_but_does_not_write() -> None:
     assert out["k"].tolist() == [2, 3, 2, 5, 2]
 
 
+def test_a_string_whose_length_runs_past_its_list_is_malformed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A BytesList of one value `0a 85 01` + 132 bytes: its length, 133 in two
+    bytes, runs one byte past the list, and the length's first byte equals the
+    bytes after it. A one-byte length read from it would make a value of them."""
+    bytes_list = b"\x0a\x85\x01" + b"x" * 132
+    assert len(bytes_list) - 2 == 0x85
+    entry = reference._len(1, b"s") + reference._len(2, reference._len(1, bytes_list))
+    record = reference._len(1, reference._len(1, entry))
+    path = tmp_path / "r.tfrecord"
+    path.write_bytes(reference.frame_tfrecord([record]))
+    for spec in ({"s": rk.FixedLenFeature([], "string")}, {"s": rk.VarLenFeature("string")}):
+        with pytest.raises(rk.ParseError):
+            rk.parse_example([record], spec)
+        with pytest.raises(rk.ParseError):
+            rk.read_table(path, spec)
+    # The same list with its length right reads as the value it holds.
+    good = reference._len(1, reference._len(1, reference._len(1, b"s") + reference._len(2, reference._len(1, reference._len(1, b"x" * 133)))))
+    assert rk.parse_example([good], {"s": rk.FixedLenFeature([], "string")})["s"].tolist() == [b"x" * 133]
+
+
 # Short values that differ only in trailing NULs, length or one bit, around the
 # 16-byte limit of the cache that lets repeated short values share one object,
 # or in one byte in the middle, at each length the cache reads differently
