@@ -647,7 +647,7 @@ def test_write_ofrecord_parts_leaves_nothing_on_error(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError):
         rk.write_ofrecord_parts(records(), tmp_path / "ds", num_parts=2)
-    assert os.listdir(tmp_path / "ds") == []
+    assert os.listdir(tmp_path) == []  # nor the folder made for the parts
 
 
 # --- properties ----------------------------------------------------------------------

@@ -139,6 +139,7 @@ class AtomicTarget:
         self._file: Any = None
         self._temp: str | None = None
         self._final: str | None = None
+        self._made: list[str] = []  # folders made for the file, deepest first
         if _is_file_object(target):
             self.handle: Any = target
             return
@@ -150,7 +151,7 @@ class AtomicTarget:
         suffix = _temp_suffix()
         if scheme is None:
             directory, base = os.path.split(os.path.abspath(path))
-            os.makedirs(directory, exist_ok=True)  # every writer creates a missing parent folder
+            self._made = _make_folders(directory)  # every writer creates a missing parent folder
             remove_files_of_dead_processes(directory, re.compile(rf"^\.{re.escape(base)}\.tmp-(?P<pid>\d+)-[0-9a-f]{{8}}$"))
             self._final = path
             self._temp = os.path.join(directory, f".{base}{suffix}")
@@ -197,6 +198,29 @@ class AtomicTarget:
                 self._fs.rm(temp)
         except OSError:
             pass  # already gone, or the filesystem refuses: nothing more to do
+        self.remove_folders_made()
+
+    def remove_folders_made(self) -> None:
+        """Removes the folders made for the file, deepest first, as long as they
+        are empty: a write that fails leaves no folder behind, and a folder that
+        holds anything else (another writer's file) stays."""
+        while self._made and self._temp is None:
+            try:
+                os.rmdir(self._made[0])
+            except OSError:
+                return
+            del self._made[0]
+
+
+def _make_folders(directory: str) -> list[str]:
+    """Creates ``directory`` and its missing parents; returns those it created, deepest first."""
+    missing = []
+    folder = directory
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    os.makedirs(directory, exist_ok=True)
+    return missing
 
 
 # Replaced files from this size on are let go on a thread of their own (see replace_file).

@@ -72,13 +72,22 @@ def read_examples(
         DataLossError: On damage (after yielding the batches before it).
         ParseError: When a record does not fit the spec; ``.index`` is the
             record's index in its file.
+        TypeError, ValueError, FileNotFoundError: At the call, before any
+            batch is asked for: a spec, batch size or compression that cannot
+            be read with, or a source that names no file.
     """
     batch_size = check_batch_size(batch_size)
+    _reader_compression(compression)
     requests = _Requests()
     _plan_example(features, requests)
-    for count, columns in example_column_batches(expand_sources(paths), requests.as_list(), batch_size,
-                                                 compression=compression, verify=verify):
-        yield _assemble(features, _columns(requests, columns), count, single=False)
+    sources = expand_sources(paths)
+
+    def batches() -> Iterator[dict[str, Any]]:
+        for count, columns in example_column_batches(sources, requests.as_list(), batch_size,
+                                                     compression=compression, verify=verify):
+            yield _assemble(features, _columns(requests, columns), count, single=False)
+
+    return batches()
 
 
 def per_file_limit(limit: int, files: int) -> int:
@@ -819,7 +828,7 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
         # Each slice is read (under the GIL) while the one before is encoded and written.
         rows, kinds = lengths.pop(), {}
         try:
-            with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
+            with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync) as writers:
                 for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
                     _write_slices(writer, schema, start, _column_slices(items, schema, start, end, warned, kinds))
             return
@@ -828,7 +837,7 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
     # The columns read whole, then encoded in slices: the path for columns whose
     # slices differ in kind (ints, then floats), and the one that names errors.
     rows, normalized = _normalize_items(items, schema, warned, flat_bytes=True)
-    with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
+    with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
             # Encode in slices so the temporary lists stay small for huge inputs;
             # each slice is one call into Rust, its rows encoded on every core.
@@ -989,7 +998,7 @@ def _write_table(targets: list[Any], writer_factory: Any, table: Any, schema: st
     if not table.num_columns:
         raise ValueError("no columns to write")
     warned: set[str] = set()
-    with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
+    with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync) as writers:
         for writer, (start, end) in zip(writers, _row_ranges(table.num_rows, len(writers))):
             _write_slices(writer, schema, start,
                           (_normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema, warned, lo)
@@ -1022,7 +1031,7 @@ def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: 
         _write_slices(writer, schema, 0, slices())
 
     if len(targets) == 1:
-        with all_or_nothing([writer_factory(targets[0])], whole_set=whole_set, fsync=fsync) as writers:
+        with all_or_nothing(writer_factory, targets[:1], whole_set=whole_set, fsync=fsync) as writers:
             write_batches(writers[0])
         return
     folder = os.path.dirname(os.path.abspath(os.fspath(targets[0])))
@@ -1034,7 +1043,7 @@ def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: 
         total = staged.records_written
         scanner = _native.RecordScanner(staging, name=staging, format=fmt, compression="none")
         try:
-            with all_or_nothing([writer_factory(t) for t in targets], whole_set=whole_set, fsync=fsync) as writers:
+            with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync) as writers:
                 for writer, (start, end) in zip(writers, _row_ranges(total, len(writers))):
                     left = end - start
                     while left:

@@ -11,7 +11,7 @@ import itertools
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from recordkit import _native
 from recordkit._shardsets import remove_files, replaced_files, write_manifest
@@ -491,10 +491,12 @@ class OFRecordWriter(_RecordWriter):
 
 
 @contextlib.contextmanager
-def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False,
-                   fsync: bool = False) -> Iterator[list["_RecordWriter"]]:
-    """Closes every writer if the block succeeds, and aborts every one if it
-    raises, so a set of files (shards, parts) appears whole or not at all.
+def all_or_nothing(open_writer: Callable[[Any], _RecordWriter], targets: Sequence[Any], *, whole_set: bool = False,
+                   fsync: bool = False) -> Iterator[list[_RecordWriter]]:
+    """Opens a writer for each target with ``open_writer``; closes every one if
+    the block succeeds, and aborts every one if it raises (or if one cannot be
+    opened), so a set of files (shards, parts) appears whole or not at all, and
+    a failed set leaves neither temporary files nor folders made for it.
 
     With ``whole_set``, the writers are a complete shard set or OneFlow part
     folder, and every earlier shard or part of the same name (any total) is
@@ -503,8 +505,11 @@ def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False,
     :mod:`recordkit._shardsets`); ``fsync`` flushes it as the writers' own
     ``fsync`` flushes their files and folder.
     """
-    stale = replaced_files([w.name for w in writers]) if whole_set else []
+    writers: list[_RecordWriter] = []
     try:
+        for target in targets:
+            writers.append(open_writer(target))
+        stale = replaced_files([w.name for w in writers]) if whole_set else []
         yield writers
         if whole_set:
             # Every file finished, then the manifest readers check, then the renames:
@@ -517,6 +522,8 @@ def all_or_nothing(writers: list["_RecordWriter"], *, whole_set: bool = False,
     except BaseException:
         for writer in writers:
             writer.abort()
+        for writer in writers:  # a folder the first writer made held the others' files until now
+            writer._target.remove_folders_made()
         raise
     remove_files(stale)
 
@@ -599,7 +606,7 @@ def write_ofrecord_parts(
         raise ValueError(f"num_parts must be at least 1, not {num_parts}")
     directory = os.fspath(directory)
     paths = [os.path.join(directory, f"part-{i:0{suffix_length}d}") for i in range(num_parts)]
-    with all_or_nothing([OFRecordWriter(p, fsync=fsync) for p in paths], whole_set=True, fsync=fsync) as writers:
+    with all_or_nothing(lambda p: OFRecordWriter(p, fsync=fsync), paths, whole_set=True, fsync=fsync) as writers:
         for writer, record in zip(itertools.cycle(writers), records):
             writer.write(record)
     return paths
