@@ -156,6 +156,35 @@ def test_a_shard_that_cannot_be_opened_aborts_those_opened_before(tmp_path: Path
     assert len(opened) == 2 and os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("source", ["numpy", "lists", "arrow"])
+def test_shards_beyond_the_open_file_limit_are_written_one_at_a_time(tmp_path: Path, source: str) -> None:
+    """400 shards under a limit of 64 open files: each shard's file is closed
+    before the next opens, and the whole set is still renamed together."""
+    if source == "arrow":
+        pytest.importorskip("pyarrow")
+    script = f"""
+import resource, sys, numpy as np, recordkit as rk
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+columns = {{"label": np.arange(1000)}}
+if "{source}" == "lists":
+    columns = {{"label": list(range(1000)), "word": [b"w%d" % i for i in range(1000)]}}
+elif "{source}" == "arrow":
+    import pyarrow as pa
+    columns = pa.table(columns)
+paths = rk.write_examples(sys.argv[1], columns, shards=400)
+print(len(paths))
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "t.tfrecord")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["400"]
+    names = sorted(os.listdir(tmp_path))
+    assert len([n for n in names if n.endswith(".tfrecord")]) == 400 and not [n for n in names if ".tmp" in n]
+    labels = np.concatenate([batch["label"] for batch in rk.read_examples(
+        str(tmp_path / "t-*-of-00400.tfrecord"), {"label": rk.FixedLenFeature([], "int64")})])
+    assert labels.tolist() == list(range(1000))
+
+
 @pytest.mark.parametrize("source, spec, options, error", [
     ("missing.tfrecord", SPEC, {}, FileNotFoundError),
     ("data.tfrecord", SPEC, {"batch_size": 2.5}, TypeError),

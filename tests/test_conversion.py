@@ -286,6 +286,19 @@ def test_an_integer_beyond_int64_is_an_error_naming_column_and_row(tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"t.{suffix}"]
 
 
+@pytest.mark.parametrize("destination, options", [("new/sub/o.tfrecord", {}), ("new/sub/o.tfrecord", {"shards": 3}),
+                                                  ("new/parts", {"destination_format": "ofrecord"})])
+def test_a_failed_conversion_leaves_no_folder_it_made(tmp_path: Path, destination: str, options: dict) -> None:
+    (tmp_path / "t.csv").write_text("x\n1\n" + f"{2**64 - 1}\n")
+    with pytest.raises(ValueError, match="does not fit an int64"):
+        rk.convert(tmp_path / "t.csv", tmp_path / destination, **options)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+    (tmp_path / "new").mkdir()
+    with pytest.raises(ValueError, match="does not fit an int64"):
+        rk.convert(tmp_path / "t.csv", tmp_path / destination, **options)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "t.csv"] and not any((tmp_path / "new").iterdir())
+
+
 def test_csv_booleans_mixed_with_numbers_stay_text(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text("m,e\nTrue,\n1,\n")
     rk.convert(tmp_path / "t.csv", tmp_path / "o.tfrecord")

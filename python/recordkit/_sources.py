@@ -18,7 +18,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, IO[bytes]]
 
 __all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "display_name", "require",
-           "remove_files_of_dead_processes", "fsync_path", "replace_file"]
+           "remove_files_of_dead_processes", "fsync_path", "replace_file", "make_folders", "remove_empty_folders"]
 
 
 def _is_file_object(obj: Any) -> bool:
@@ -151,7 +151,7 @@ class AtomicTarget:
         suffix = _temp_suffix()
         if scheme is None:
             directory, base = os.path.split(os.path.abspath(path))
-            self._made = _make_folders(directory)  # every writer creates a missing parent folder
+            self._made = make_folders(directory)  # every writer creates a missing parent folder
             remove_files_of_dead_processes(directory, re.compile(rf"^\.{re.escape(base)}\.tmp-(?P<pid>\d+)-[0-9a-f]{{8}}$"))
             self._final = path
             self._temp = os.path.join(directory, f".{base}{suffix}")
@@ -204,15 +204,11 @@ class AtomicTarget:
         """Removes the folders made for the file, deepest first, as long as they
         are empty: a write that fails leaves no folder behind, and a folder that
         holds anything else (another writer's file) stays."""
-        while self._made and self._temp is None:
-            try:
-                os.rmdir(self._made[0])
-            except OSError:
-                return
-            del self._made[0]
+        if self._temp is None:
+            remove_empty_folders(self._made)
 
 
-def _make_folders(directory: str) -> list[str]:
+def make_folders(directory: str) -> list[str]:
     """Creates ``directory`` and its missing parents; returns those it created, deepest first."""
     missing = []
     folder = directory
@@ -221,6 +217,18 @@ def _make_folders(directory: str) -> list[str]:
         folder = os.path.dirname(folder)
     os.makedirs(directory, exist_ok=True)
     return missing
+
+
+def remove_empty_folders(made: list[str]) -> None:
+    """Removes the folders of :func:`make_folders`' list, deepest first, while
+    each is empty, taking each removed one off the list; the first that holds
+    anything (another writer's file) stays, with those above it."""
+    while made:
+        try:
+            os.rmdir(made[0])
+        except OSError:
+            return
+        del made[0]
 
 
 # Replaced files from this size on are let go on a thread of their own (see replace_file).

@@ -828,8 +828,8 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
         # Each slice is read (under the GIL) while the one before is encoded and written.
         rows, kinds = lengths.pop(), {}
         try:
-            with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync) as writers:
-                for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
+            with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync, in_turn=True) as writers:
+                for writer, (start, end) in zip(writers, _row_ranges(rows, len(targets))):
                     _write_slices(writer, schema, start, _column_slices(items, schema, start, end, warned, kinds))
             return
         except _SlicesDiffer:
@@ -837,8 +837,8 @@ def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: st
     # The columns read whole, then encoded in slices: the path for columns whose
     # slices differ in kind (ints, then floats), and the one that names errors.
     rows, normalized = _normalize_items(items, schema, warned, flat_bytes=True)
-    with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync) as writers:
-        for writer, (start, end) in zip(writers, _row_ranges(rows, len(writers))):
+    with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync, in_turn=True) as writers:
+        for writer, (start, end) in zip(writers, _row_ranges(rows, len(targets))):
             # Encode in slices so the temporary lists stay small for huge inputs;
             # each slice is one call into Rust, its rows encoded on every core.
             for lo in range(start, end, _WRITE_SLICE_ROWS):
@@ -998,8 +998,8 @@ def _write_table(targets: list[Any], writer_factory: Any, table: Any, schema: st
     if not table.num_columns:
         raise ValueError("no columns to write")
     warned: set[str] = set()
-    with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync) as writers:
-        for writer, (start, end) in zip(writers, _row_ranges(table.num_rows, len(writers))):
+    with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync, in_turn=True) as writers:
+        for writer, (start, end) in zip(writers, _row_ranges(table.num_rows, len(targets))):
             _write_slices(writer, schema, start,
                           (_normalized_slice(table.slice(lo, min(end, lo + _WRITE_SLICE_ROWS) - lo), schema, warned, lo)
                            for lo in range(start, end, _WRITE_SLICE_ROWS)))
@@ -1043,8 +1043,8 @@ def _write_stream(targets: list[Any], writer_factory: Any, stream: Any, schema: 
         total = staged.records_written
         scanner = _native.RecordScanner(staging, name=staging, format=fmt, compression="none")
         try:
-            with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync) as writers:
-                for writer, (start, end) in zip(writers, _row_ranges(total, len(writers))):
+            with all_or_nothing(writer_factory, targets, whole_set=whole_set, fsync=fsync, in_turn=True) as writers:
+                for writer, (start, end) in zip(writers, _row_ranges(total, len(targets))):
                     left = end - start
                     while left:
                         records = scanner.next_batch(min(left, 4096), 4 << 20)
@@ -1092,7 +1092,8 @@ def write_examples(
         shards: Write this many files, ``name-00000-of-0000N.tfrecord`` ...,
             holding consecutive rows (sizes differ by at most one row). The
             set replaces every older set of the name, and is committed as a
-            set (see the README).
+            set (see the README). One shard is written at a time, its file
+            closed before the next opens: any count fits the limit on open files.
         fsync: Flush the files (and the set's manifest) and their folder to
             the disk before returning, so the write survives a power cut.
 

@@ -26,8 +26,8 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import (AtomicTarget, PathLike, fsync_path, remove_files_of_dead_processes, replace_file,
-                                require)
+from recordkit._sources import (AtomicTarget, PathLike, fsync_path, make_folders, remove_empty_folders,
+                                remove_files_of_dead_processes, replace_file, require)
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
 from recordkit.columnar import (
     Column, ColumnValueError, _normalize, _write, _write_behind, arrow_feature_type, example_column_batches,
@@ -649,7 +649,7 @@ class _RecordSink(_Sink):
         self.shards, self.shard_size = shards, shard_size
         self.schema = "oneflow" if fmt == "ofrecord" else "tensorflow"
         self.folder = destination if fmt == "ofrecord" else os.path.dirname(os.path.abspath(destination))
-        os.makedirs(self.folder, exist_ok=True)
+        self.made = make_folders(self.folder)  # removed again, while empty, by a failed conversion
         remove_files_of_dead_processes(self.folder, _STAGED)  # what killed conversions left
         self.token = f"{os.getpid()}-{os.urandom(4).hex()}"
         self.warned: set[str] = set()  # float64 columns already warned about
@@ -753,6 +753,7 @@ class _RecordSink(_Sink):
         for path in self.staged:
             if os.path.exists(path):
                 os.unlink(path)
+        remove_empty_folders(self.made)
 
 
 def _as_tensorflow(name: str, column: Column, warned: set[str]) -> Column:

@@ -492,11 +492,18 @@ class OFRecordWriter(_RecordWriter):
 
 @contextlib.contextmanager
 def all_or_nothing(open_writer: Callable[[Any], _RecordWriter], targets: Sequence[Any], *, whole_set: bool = False,
-                   fsync: bool = False) -> Iterator[list[_RecordWriter]]:
+                   fsync: bool = False, in_turn: bool = False) -> Iterator[Any]:
     """Opens a writer for each target with ``open_writer``; closes every one if
     the block succeeds, and aborts every one if it raises (or if one cannot be
     opened), so a set of files (shards, parts) appears whole or not at all, and
     a failed set leaves neither temporary files nor folders made for it.
+
+    The block gets the list of writers, all open at once (records dealt
+    round-robin need that); with ``in_turn``, an iterator instead, which opens
+    each writer as the block reaches it and first finishes the one before under
+    its temporary name, so one file is open at a time whatever the count (2000
+    shards open at once pass the usual limit of 1024 open files). The block
+    must take every writer: a set with a file missing raises.
 
     With ``whole_set``, the writers are a complete shard set or OneFlow part
     folder, and every earlier shard or part of the same name (any total) is
@@ -506,11 +513,24 @@ def all_or_nothing(open_writer: Callable[[Any], _RecordWriter], targets: Sequenc
     ``fsync`` flushes their files and folder.
     """
     writers: list[_RecordWriter] = []
-    try:
+
+    def opened_in_turn() -> Iterator[_RecordWriter]:
         for target in targets:
+            if writers:
+                writers[-1]._finish_unnamed()  # its file closed before the next opens
             writers.append(open_writer(target))
+            yield writers[-1]
+
+    try:
+        if in_turn:
+            yield opened_in_turn()
+        else:
+            for target in targets:
+                writers.append(open_writer(target))
+            yield writers
+        if len(writers) < len(targets):
+            raise RuntimeError(f"{len(targets) - len(writers)} of the {len(targets)} files were never written")
         stale = replaced_files([w.name for w in writers]) if whole_set else []
-        yield writers
         if whole_set:
             # Every file finished, then the manifest readers check, then the renames:
             # a crash between two renames leaves a set that fails its check, not a mix.
