@@ -10,6 +10,7 @@ pub mod example;
 pub mod framing;
 pub mod interned;
 pub mod map_guard;
+pub mod pool;
 mod py;
 pub mod reserve;
 pub mod shuffle;

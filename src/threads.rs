@@ -92,7 +92,7 @@ pub fn map_in_turn<T: Sync, R: Send>(
             done.push((i, f(i, item)));
         }
     };
-    let mut done = std::thread::scope(|scope| {
+    let mut done = crate::pool::scope(|scope| {
         let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
         let mut done = work();
         for helper in helpers {
@@ -150,7 +150,7 @@ pub fn copy_end_to_end(values: &[&[u8]], data: &mut [u8]) {
     }
     let mut runs = runs_by_bytes(values, threads, |v| v.len());
     let (_, last) = runs.pop().expect("a copy of some bytes has a run");
-    std::thread::scope(|scope| {
+    crate::pool::scope(|scope| {
         let mut rest = data;
         for (_, run) in runs {
             let len = run.iter().map(|v| v.len()).sum();

@@ -258,16 +258,23 @@ def _threads() -> int:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
 def test_a_batch_reader_left_early_stops_its_worker(many: Path) -> None:
+    """Its worker goes back to the pool of parked threads, which the next
+    reader takes again: a worker left running would make each reader start more."""
     rk.set_num_threads(2)
-    before = _threads()
-    for _ in range(5):
+
+    def left_early() -> None:
         batches = rk.read_examples(many, SPEC, batch_size=1000)
         next(batches)
         batches.close()  # what a `break` out of a for loop does
-    reader = rk.read_batches(many, SPEC, batch_size=1000)
-    reader.read_next_batch()
-    reader.close()
-    del reader  # pyarrow's close() keeps the batch generator until the reader goes
+        reader = rk.read_batches(many, SPEC, batch_size=1000)
+        reader.read_next_batch()
+        reader.close()
+        del reader  # pyarrow's close() keeps the batch generator until the reader goes
+
+    left_early()  # the pool's threads, started once
+    before = _threads()
+    for _ in range(5):
+        left_early()
     assert _threads() <= before
 
 
@@ -370,3 +377,32 @@ def test_values_of_a_file_truncated_after_they_were_read_ahead_are_data_loss(tmp
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[:2] == ["DataLossError", "truncated_while_reading"], out.stdout
     assert int(out.stdout.split()[2]) == 16, out.stdout  # batch 0, and nothing of batch 1
+
+
+_FORKED = """
+import os, signal, sys
+import numpy as np
+import recordkit as rk
+rk.set_num_threads(2)
+path, spec = sys.argv[1], {"id": rk.FixedLenFeature([], "int64")}
+rk.write_examples(path, {"id": np.arange(200_000)})
+assert sum(len(b["id"]) for b in rk.read_examples(path, spec, batch_size=65536)) == 200_000  # threads now parked
+pid = os.fork()
+if pid == 0:  # a DataLoader worker, say: only the forking thread lives on
+    signal.alarm(50)  # a child that hangs ends, rather than outlive the test
+    ids = np.concatenate([b["id"] for b in rk.read_examples(path, spec, batch_size=65536)])
+    rk.write_examples(path + ".child", {"id": ids})
+    os._exit(0 if ids.tolist() == list(range(200_000)) else 1)
+print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_runs_on_threads_of_its_own(tmp_path: Path) -> None:
+    """The parent's parked threads do not exist in a child made by fork: the
+    child's work must not wait for them."""
+    done = subprocess.run([sys.executable, "-c", _FORKED, str(tmp_path / "t.tfrecord")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0"]
+    assert rk.count_records(tmp_path / "t.tfrecord.child") == 200_000

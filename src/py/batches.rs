@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 
 use pyo3::prelude::*;
 
@@ -588,7 +587,7 @@ struct Ahead {
     next: u64,
     /// Where the pages of a mapped file were dropped up to.
     released: u64,
-    threads: Vec<JoinHandle<()>>,
+    threads: Vec<crate::pool::JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
@@ -657,12 +656,9 @@ impl Ahead {
             landed: Condvar::new(),
         });
         let threads = (0..threads)
-            .map(|k| {
+            .map(|_| {
                 let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("recordkit-read-{k}"))
-                    .spawn(move || make_ahead(&shared))
-                    .expect("a thread to read ahead")
+                crate::pool::spawn(move || make_ahead(&shared)).expect("a thread to read ahead")
             })
             .collect();
         Ahead {

@@ -494,7 +494,7 @@ impl ColumnRows {
         // Chunk k is encoded by thread k % threads into one of its two
         // buffers, which come back here to be written in order and then
         // reused: the memory stays small and already touched.
-        std::thread::scope(|scope| -> Result<()> {
+        crate::pool::scope(|scope| -> Result<()> {
             let mut lanes = Vec::with_capacity(threads);
             for lane in 0..threads {
                 let (filled_tx, filled_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
@@ -534,7 +534,7 @@ impl ColumnRows {
 
 /// A `write_columns` call's rows, encoded and written on a thread of their own.
 struct Behind {
-    thread: std::thread::JoinHandle<Written>,
+    thread: crate::pool::JoinHandle<Written>,
     /// The Python objects whose memory the thread reads, released once it ends.
     owners: Vec<Py<PyAny>>,
     rows: usize,
@@ -850,17 +850,15 @@ impl PyRecordWriter {
             let mut spare = std::mem::take(&mut self.spare);
             let name = self.name.clone();
             let encoding = crate::threads::EncodingBehind::start();
-            let thread = std::thread::Builder::new()
-                .name("recordkit-writer".into())
-                .spawn(move || {
-                    let result = rows_written.write(&mut sink, &mut spare, &name);
-                    drop(encoding);
-                    Written {
-                        sink,
-                        spare,
-                        result,
-                    }
-                });
+            let thread = crate::pool::spawn(move || {
+                let result = rows_written.write(&mut sink, &mut spare, &name);
+                drop(encoding);
+                Written {
+                    sink,
+                    spare,
+                    result,
+                }
+            });
             match thread {
                 Ok(thread) => {
                     self.behind = Some(Behind {
