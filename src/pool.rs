@@ -18,7 +18,11 @@
 //!
 //! [`spawn`] and [`scope`] mirror `std::thread::spawn` and
 //! `std::thread::scope`; a panic in a job is caught and handed to `join`, or
-//! raised again when its scope ends, as std does.
+//! raised again when its scope ends, as std does. As with std, what the
+//! caller wrote before handing a job over is what the job sees (the job goes
+//! through the pool's lock, or to a new thread's start), and what the job
+//! wrote is what the caller sees after `join` or the scope's end (through
+//! the handle's or the scope's lock).
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;

@@ -951,7 +951,9 @@ impl Rows {
 }
 
 /// Rows a detached read takes at least, in each part of a column: fewer are
-/// not worth a thread's start (about 50 us, at 3-10 ns a row).
+/// not worth handing to another thread (a new thread's start took about
+/// 50 us; a parked thread's wake-up is less, but it may start one), at 3-10
+/// ns a row.
 const PART_ROWS: usize = 16384;
 
 /// Rows `from..to` of a column, to be read detached into `column` (the
@@ -985,8 +987,9 @@ struct Part {
 /// returns: no other Python thread runs meanwhile, and this one runs no
 /// Python code while the detached threads read, so no object they read
 /// changes or is freed. The objects were made before this thread took the
-/// GIL, and the threads are started after (the start of a thread orders
-/// them), so what the detached threads read is what this thread sees.
+/// GIL, and the parts are handed to their threads after, through the
+/// pool's lock or a thread's start (either orders them: `crate::pool`), so
+/// what the detached threads read is what this thread sees.
 unsafe fn read_columns(
     py: Python<'_>,
     sources: &[Rows],
