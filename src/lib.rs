@@ -36,7 +36,7 @@ mod _native {
     use crate::py::errors::_panic_for_tests;
 
     #[pymodule_export]
-    use crate::py::lists::{_column_from_rows, _columns_from_rows};
+    use crate::py::lists::_columns_from_rows;
 
     #[pymodule_export]
     use crate::py::random_access::PyFrameReader;

@@ -284,6 +284,17 @@ def test_pd_na_is_a_missing_feature_in_lists_and_object_arrays(tmp_path: Path) -
     ]
 
 
+def _column_from_rows(rows, start=0, stop=None):
+    """One column read as writes read it (``_native._columns_from_rows``): its
+    flat values, or None for the general path; its error raised."""
+    from recordkit import _native
+
+    (found,) = _native._columns_from_rows([(rows, start, stop)])
+    if isinstance(found, BaseException):
+        raise found
+    return found
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["int", "float", "bytes"]), st.booleans(),
        st.integers(0, 50), st.integers(400, 900))
@@ -299,7 +310,7 @@ def test_long_columns_of_list_rows_are_read_whole(seed, kind, as_objects, start,
     shapes = rng.choice(["list", "empty", "tuple", "none", "bare", "one"], 1000, p=[0.5, 0.1, 0.1, 0.1, 0.1, 0.1])
     rows = [{"list": lambda: [make() for _ in range(int(rng.integers(1, 6)))], "empty": list, "none": lambda: None,
              "tuple": lambda: (make(), make()), "bare": make, "one": lambda: [make()]}[shape]() for shape in shapes]
-    found_kind, values, splits, present = _native._column_from_rows(_object_array(rows) if as_objects else rows, start, stop)
+    found_kind, values, splits, present = _column_from_rows(_object_array(rows) if as_objects else rows, start, stop)
     read = rows[start:stop]
     listed = [[] if r is None else list(r) if isinstance(r, (list, tuple)) else [r] for r in read]
     flat = [v for r in listed for v in r]
@@ -316,7 +327,7 @@ def test_long_columns_of_list_rows_are_read_whole(seed, kind, as_objects, start,
 
 
 def _found_as_lists(found):
-    """What ``_column_from_rows`` returned, in plain Python values (errors by type and args)."""
+    """What ``_columns_from_rows`` found of a column, in plain Python values (errors by type and args)."""
     if isinstance(found, BaseException):
         return type(found).__name__, found.args
     if found is None:
@@ -396,13 +407,13 @@ def test_a_list_row_that_breaks_the_fast_loop_is_read_again_whole() -> None:
     # (ints become floats, as NumPy would make them), not counted twice.
     from recordkit import _native
 
-    kind, values, splits, present = _native._column_from_rows([[1, 2], [3], [4, 5.5], [True], None])
+    kind, values, splits, present = _column_from_rows([[1, 2], [3], [4, 5.5], [True], None])
     assert kind == "float64" and values.tolist() == [1, 2, 3, 4, 5.5, 1]
     assert splits.tolist() == [0, 2, 3, 5, 6, 6] and present.tolist() == [True] * 4 + [False]
-    kind, (offsets, data), splits, _ = _native._column_from_rows([[b"a", b"bc"], (b"d", "é"), [b"x"]])
+    kind, (offsets, data), splits, _ = _column_from_rows([[b"a", b"bc"], (b"d", "é"), [b"x"]])
     assert kind == "bytes" and data.tobytes() == "abcdéx".encode() and offsets.tolist() == [0, 1, 3, 4, 6, 7]
     assert splits.tolist() == [0, 2, 4, 5]
-    assert _native._column_from_rows([[b"a", b"b"], [b"c", 1]]) is None  # strings and numbers: the general path
+    assert _column_from_rows([[b"a", b"b"], [b"c", 1]]) is None  # strings and numbers: the general path
 
 
 def test_rows_that_are_numpy_arrays_keep_their_dtype(tmp_path: Path) -> None:
@@ -412,15 +423,15 @@ def test_rows_that_are_numpy_arrays_keep_their_dtype(tmp_path: Path) -> None:
     # strings, or strided, take the general path, with the same result.
     from recordkit import _native
 
-    found = _native._column_from_rows([np.array([1.5, 2.5], np.float32), None, np.zeros((2, 2), np.float32)])
+    found = _column_from_rows([np.array([1.5, 2.5], np.float32), None, np.zeros((2, 2), np.float32)])
     assert found[0] == "array" and found[1][1] == np.float32 and found[2].tolist() == [0, 2, 2, 6]
     # np.array([]) is float64, and holds no value to say so: the rows with values decide.
-    found = _native._column_from_rows([np.array([]), np.array([7], np.int32), np.array([], np.float32)])
+    found = _column_from_rows([np.array([]), np.array([7], np.int32), np.array([], np.float32)])
     assert found[0] == "array" and found[1][1] == np.int32 and found[2].tolist() == [0, 0, 1, 1]
     strided = np.arange(6, dtype=np.int32)[::2]
     for rows in ([np.array([1, 2], np.int32), strided], [np.array([1, 2], np.int32), np.array([4], np.int64)],
                  [np.array([b"a"]), np.array([b"b", b"c"])]):
-        assert _native._column_from_rows(rows) is None
+        assert _column_from_rows(rows) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no float64 warning
         [path] = rk.write_examples(tmp_path / "f.tfrecord", {"v": [np.array([1.5], np.float32), np.array([], np.float32)]})
@@ -475,7 +486,7 @@ def test_nan_in_a_column_of_strings_is_a_missing_feature(tmp_path: Path) -> None
     assert np.isnan(decoded[1]["numbers"][0]) and [d["numbers"][0] for d in decoded[::2]] == [1.5, 2.5]
     from recordkit import _native
 
-    kind, _, _, present = _native._column_from_rows(["a", nan, "c"])  # in Rust, no general path
+    kind, _, _, present = _column_from_rows(["a", nan, "c"])  # in Rust, no general path
     assert kind == "bytes" and present.tolist() == [True, False, True]
 
 
@@ -682,8 +693,8 @@ def test_object_arrays_of_strings_read_in_one_pass(tmp_path) -> None:
     from recordkit import _native
 
     strings = np.array([b"cat", "d\u00f6g", b"", "x"] * 3, dtype=object)
-    assert _native._column_from_rows(strings) is not None
-    assert _native._column_from_rows(strings[1::2]) is None
+    assert _column_from_rows(strings) is not None
+    assert _column_from_rows(strings[1::2]) is None
     for name, column, expected in (("all", strings, [[b"cat"], ["d\u00f6g".encode()], [b""], [b"x"]] * 3),
                                    ("strided", strings[1::2], [["d\u00f6g".encode()], [b"x"]] * 3)):
         rk.write_examples(tmp_path / f"{name}.tfrecord", {"s": column})
@@ -703,7 +714,7 @@ def test_ints_around_every_digit_boundary_are_read_exactly() -> None:
     edges = [0, 1, 2**30 - 1, 2**30, 2**30 + 1, 2**60 - 1, 2**60, 2**60 + 1, 2**63 - 1]
     values = sorted({sign * edge for edge in edges for sign in (1, -1)} | {-(2**63)})
     for rows in (values, [[v] for v in values], [(v, v) for v in values], _object_array(values)):
-        kind, read, _, _ = _native._column_from_rows(rows)
+        kind, read, _, _ = _column_from_rows(rows)
         assert kind == "int64"
         assert read.tolist() == [v for row in rows for v in (row if isinstance(row, (list, tuple)) else [row])]
 
@@ -945,8 +956,8 @@ def test_rows_of_a_list_are_read_by_range_as_a_slice_would_be() -> None:
 
     rows = [1, 2, [3, 4], None, 5]
     for start, stop in ((0, None), (1, 3), (2, 99), (4, 2), (9, None)):
-        whole = _native._column_from_rows(rows[start:stop])
-        ranged = _native._column_from_rows(rows, start, stop)
+        whole = _column_from_rows(rows[start:stop])
+        ranged = _column_from_rows(rows, start, stop)
         assert whole[0] == ranged[0] and all(
             (a is None and b is None) or np.array_equal(a, b) for a, b in zip(whole[1:], ranged[1:])), (start, stop)
 

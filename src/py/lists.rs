@@ -1122,7 +1122,7 @@ unsafe fn join_parts(
 }
 
 /// A column's values as Python objects: `(kind, values, splits, present)`,
-/// as [`_column_from_rows`] describes them.
+/// as [`_columns_from_rows`] describes them.
 type FoundColumn = (
     &'static str,
     Py<PyAny>,
@@ -1163,7 +1163,7 @@ fn found_column(py: Python<'_>, column: Column) -> PyResult<FoundColumn> {
 }
 
 /// Rows `start..stop` of each of `columns` (`(rows, start, stop)`, as
-/// [`_column_from_rows`] takes them), read on every core: for each, its
+/// [`_columns_from_rows`] takes them), read on every core: for each, its
 /// `(kind, values, splits, present)`, None for the general path, or the error
 /// it raises (a column after one that raises is None, unread).
 fn columns_from_rows(
@@ -1227,39 +1227,25 @@ fn columns_from_rows(
     Ok(found)
 }
 
-/// A column of rows as flat values: `(kind, values, splits, present)` with kind
+/// Rows `start..stop` of each of several columns, `(rows, start, stop)` each,
+/// their rows read on every core: a list with, for each column, its flat
+/// values or the exception it raises (the columns after one that raises are
+/// None, unread). Each column's rows are read by one pass of CPython's
+/// objects, split over the threads; the values, and the error a column
+/// raises, are those of reading it alone.
+///
+/// A column's flat values are `(kind, values, splits, present)` with kind
 /// `"int64"` (ints and bools), `"float64"`, `"bytes"` (values as `(offsets,
 /// data)`), `"array"` (rows that are NumPy arrays of one numeric dtype: values
 /// as `(bytes, dtype)`) or `"none"` (no value in any row); `splits` is None
 /// when every row holds exactly one value, and `present` is None when every
 /// row has the feature. `rows` is a list or a 1-D object array, of which rows
 /// `start..stop` are read (a slice of a list would touch every object it
-/// holds, to count a reference); a row is None or `pd.NA` (missing; NaN too
-/// in a column of strings), a scalar, a list or tuple of scalars, or a NumPy
-/// array. None when the rows hold anything else (deeper nesting, strings
-/// mixed with numbers, arrays of strings or of differing dtypes): the
-/// caller's general path takes those. Large columns are read on every core
-/// (see [`_columns_from_rows`]).
-#[pyfunction]
-#[pyo3(signature = (rows, start = 0, stop = None))]
-pub fn _column_from_rows(
-    py: Python<'_>,
-    rows: Bound<'_, PyAny>,
-    start: usize,
-    stop: Option<usize>,
-) -> PyResult<Option<FoundColumn>> {
-    crate::py::errors::guard(|| {
-        let mut found = columns_from_rows(py, &[(rows, start, stop)])?;
-        found.pop().expect("one column asked, one read")
-    })
-}
-
-/// [`_column_from_rows`] of several columns at once, `(rows, start, stop)`
-/// each, their rows read on every core: a list with, for each column, what
-/// `_column_from_rows` returns, or the exception it raises (the columns after
-/// one that raises are None, unread). Each column's rows are read by one
-/// pass of CPython's objects, split over the threads; the values, and the
-/// error a column raises, are those of reading it alone.
+/// holds, to count a reference; `stop` None: to the end); a row is None or
+/// `pd.NA` (missing; NaN too in a column of strings), a scalar, a list or
+/// tuple of scalars, or a NumPy array. None instead when the rows hold
+/// anything else (deeper nesting, strings mixed with numbers, arrays of
+/// strings or of differing dtypes): the caller's general path takes those.
 #[pyfunction]
 pub fn _columns_from_rows(
     py: Python<'_>,
