@@ -38,6 +38,16 @@ PEAK_RSS_MB = textwrap.dedent(
 )
 
 
+def fresh_seed() -> int:
+    """A seed for a test that draws new data on every run: ``RECORDKIT_TEST_SEED``
+    where it is set (to run a failure again), else a random one. Printed, so that
+    the captured output of a failing test names it."""
+    chosen = os.environ.get("RECORDKIT_TEST_SEED")
+    seed = int(chosen) if chosen else int.from_bytes(os.urandom(4), "little")
+    print(f"RECORDKIT_TEST_SEED={seed}")
+    return seed
+
+
 def load_cases() -> list[dict]:
     """Every case of the conformance corpus. A missing corpus is an error, not a skip."""
     cases_file = CONFORMANCE / "cases.json"

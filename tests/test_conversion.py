@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import warnings
 from pathlib import Path
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
+from conftest import fresh_seed
 from recordkit.stats import shorten_title
 from recordkit.conversion import detect_format, parse_size
 
@@ -308,7 +308,7 @@ def test_csv_booleans_mixed_with_numbers_stay_text(tmp_path: Path) -> None:
 def _parquet(tmp_path: Path, rows: int) -> Path:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    rng = np.random.default_rng(fresh_seed())
     table = pa.table({
         "id": np.arange(rows),
         "name": pa.array([None if i % 7 == 3 else b"n%d" % v for i, v in enumerate(rng.integers(0, 1 << 30, rows))]),

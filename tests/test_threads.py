@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
+from conftest import fresh_seed
 
 COUNTS = (1, 2, 7)
 
@@ -35,7 +36,7 @@ def label(i: int) -> bytes:
 @pytest.fixture(scope="module")
 def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """100 000 Examples, enough for 7 threads of 4096 records and more per batch."""
-    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    rng = np.random.default_rng(fresh_seed())
     n = 100_000
     path = tmp_path_factory.mktemp("threads") / "many.tfrecord"
     lengths = rng.integers(0, 5, n)
@@ -103,7 +104,7 @@ def test_large_values_copied_into_bytes_on_every_core_are_the_values(tmp_path: P
     # once a batch holds 1 MiB of them per thread; the small ones between stay as they were.
     # Each read gets values of its own: a bytes object is made uninitialized, and one
     # freed by an earlier read of the same values would hide a value left unfilled.
-    rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))
+    rng = np.random.default_rng(fresh_seed())
     spec = {"image": rk.FixedLenFeature([], "string"), "label": rk.FixedLenFeature([], "int64")}
     for count in COUNTS:
         rk.set_num_threads(count)
