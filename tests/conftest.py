@@ -38,14 +38,27 @@ PEAK_RSS_MB = textwrap.dedent(
 )
 
 
+# The seeds `fresh_seed` drew, by the test file that drew them.
+_SEEDS: dict[str, list[int]] = {}
+
+
 def fresh_seed() -> int:
     """A seed for a test that draws new data on every run: ``RECORDKIT_TEST_SEED``
-    where it is set (to run a failure again), else a random one. Printed, so that
-    the captured output of a failing test names it."""
+    where it is set (to run a failure again), else a random one. A failing test's
+    report names the seeds its file drew (also those of module fixtures)."""
     chosen = os.environ.get("RECORDKIT_TEST_SEED")
     seed = int(chosen) if chosen else int.from_bytes(os.urandom(4), "little")
-    print(f"RECORDKIT_TEST_SEED={seed}")
+    drawing = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0]
+    _SEEDS.setdefault(drawing, []).append(seed)
     return seed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = (yield).get_result()
+    seeds = _SEEDS.get(item.nodeid.split("::")[0])
+    if report.failed and seeds:
+        report.sections.append(("seeds drawn", "\n".join(f"RECORDKIT_TEST_SEED={s}" for s in seeds)))
 
 
 def load_cases() -> list[dict]:
