@@ -302,8 +302,6 @@ def test_long_columns_of_list_rows_are_read_whole(seed, kind, as_objects, start,
     # Long enough for the reader's look-ahead (it loads rows a few hundred
     # ahead): rows of lists of every length, empty ones, tuples, None, a bare
     # value, read by range, give exactly the rows' values.
-    from recordkit import _native
-
     rng = np.random.default_rng(seed)
     make = {"int": lambda: int(rng.integers(-5, 2**40)), "float": lambda: float(rng.random()),
             "bytes": lambda: bytes(rng.integers(0, 256, int(rng.integers(0, 20))).astype(np.uint8))}[kind]
@@ -405,8 +403,6 @@ def test_a_list_row_that_breaks_the_fast_loop_is_read_again_whole() -> None:
     # Rows of lists are read in a loop for the column's kind; a row whose later
     # item is of another kind is taken back and read again by the general step
     # (ints become floats, as NumPy would make them), not counted twice.
-    from recordkit import _native
-
     kind, values, splits, present = _column_from_rows([[1, 2], [3], [4, 5.5], [True], None])
     assert kind == "float64" and values.tolist() == [1, 2, 3, 4, 5.5, 1]
     assert splits.tolist() == [0, 2, 3, 5, 6, 6] and present.tolist() == [True] * 4 + [False]
@@ -421,8 +417,6 @@ def test_rows_that_are_numpy_arrays_keep_their_dtype(tmp_path: Path) -> None:
     # dtype, which they keep: float32 rows are no float64 (no warning), and
     # int32 rows stay int32 in an OFRecord. Rows of differing dtypes, of
     # strings, or strided, take the general path, with the same result.
-    from recordkit import _native
-
     found = _column_from_rows([np.array([1.5, 2.5], np.float32), None, np.zeros((2, 2), np.float32)])
     assert found[0] == "array" and found[1][1] == np.float32 and found[2].tolist() == [0, 2, 2, 6]
     # np.array([]) is float64, and holds no value to say so: the rows with values decide.
@@ -484,8 +478,6 @@ def test_nan_in_a_column_of_strings_is_a_missing_feature(tmp_path: Path) -> None
         {"list": [b"c"], "first": [b"c"], "objects": [b"z"], "pandas": [b"r"]},
     ]
     assert np.isnan(decoded[1]["numbers"][0]) and [d["numbers"][0] for d in decoded[::2]] == [1.5, 2.5]
-    from recordkit import _native
-
     kind, _, _, present = _column_from_rows(["a", nan, "c"])  # in Rust, no general path
     assert kind == "bytes" and present.tolist() == [True, False, True]
 
@@ -690,8 +682,6 @@ def test_object_arrays_of_strings_read_in_one_pass(tmp_path) -> None:
     # str and bytes together in one pass; a strided array (every other row),
     # which the one-pass reader leaves to the general path; and a str with no
     # UTF-8 form, which is an error naming it, not a crash.
-    from recordkit import _native
-
     strings = np.array([b"cat", "d\u00f6g", b"", "x"] * 3, dtype=object)
     assert _column_from_rows(strings) is not None
     assert _column_from_rows(strings[1::2]) is None
@@ -709,8 +699,6 @@ def test_ints_around_every_digit_boundary_are_read_exactly() -> None:
     # CPython keeps an int as 30-bit digits, and the one-pass reader reads ints of
     # up to two digits in place (the rest through CPython's call): both signs of
     # every size around 0, 2**30 and 2**60, as scalars, as lists and in object arrays.
-    from recordkit import _native
-
     edges = [0, 1, 2**30 - 1, 2**30, 2**30 + 1, 2**60 - 1, 2**60, 2**60 + 1, 2**63 - 1]
     values = sorted({sign * edge for edge in edges for sign in (1, -1)} | {-(2**63)})
     for rows in (values, [[v] for v in values], [(v, v) for v in values], _object_array(values)):
@@ -952,8 +940,6 @@ def test_rows_written_behind_outlive_the_callers_references(tmp_path: Path) -> N
 
 
 def test_rows_of_a_list_are_read_by_range_as_a_slice_would_be() -> None:
-    from recordkit import _native
-
     rows = [1, 2, [3, 4], None, 5]
     for start, stop in ((0, None), (1, 3), (2, 99), (4, 2), (9, None)):
         whole = _column_from_rows(rows[start:stop])
