@@ -567,11 +567,12 @@ fn encode_frames(
     // and a load that overlaps stores still in flight waits for them (sealed
     // as soon as encoded, the CRC took 24% of one profiled write's samples).
     let mut frames = [(0usize, 0usize); SEAL_BEHIND];
-    let mut pos = 0;
+    let (mut pos, mut map_header) = (0, 1);
     for first in range.clone().step_by(SEAL_BEHIND) {
         let group = first..range.end.min(first + SEAL_BEHIND);
         for (row, frame) in group.clone().zip(frames.iter_mut()) {
-            let len = header + plan.put_row(&mut out[pos + header..], row) + footer;
+            let len =
+                header + plan.put_row(&mut out[pos + header..], row, &mut map_header) + footer;
             *frame = (pos, len);
             pos += len;
         }
