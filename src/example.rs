@@ -1886,7 +1886,7 @@ mod tests {
                 .collect();
             let plan = RowPlan::new(&refs, &planned, wrap);
             // Each row's map length takes two bytes but row 2's (no feature),
-            // so the guess carried from row to row is wrong twice.
+            // so the guess carried from row to row is wrong at rows 0, 2 and 3.
             let mut map_header = 1;
             for row in 0..rows {
                 let mut out = vec![0xee; plan.bound(row..row + 1) + ROW_SLACK];
@@ -1942,6 +1942,7 @@ mod tests {
             let entry = [(&layout, Some(Values::Bytes(&blobs[row..row + 1])))];
             put_row(&mut expected, &entry, true, &mut Vec::new());
             assert_eq!(all[pos..pos + len], expected[..], "row {row}");
+            // The count this row needed is the next row's guess.
             assert_eq!(
                 map_header,
                 varint_len(expected.len() as u64 - 1 - map_header as u64)
