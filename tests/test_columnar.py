@@ -885,11 +885,13 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 7])
 def test_a_full_disk_under_rows_written_behind_is_raised_and_stops_the_writer(threads: int) -> None:
     # With threads, write_columns(behind=True) returns once the columns are
     # lent, and the rows' failure comes from settle; on one thread, from the
-    # call itself. Either way every later call fails, naming it.
+    # call itself. Either way every later call fails, naming it. The failure
+    # comes at a later chunk than the first (the writer's buffer takes the
+    # first): with 7 threads, lanes that wait for their turn to write stop.
     from recordkit import _native
 
     rows = 200_000  # past the writer's 1 MiB buffer
