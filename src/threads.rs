@@ -1,8 +1,7 @@
 //! How many threads the hot loops use, and copies spread over them.
 
-use std::panic::resume_unwind;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 /// The count `set` chose; 0 while none was set.
 static CHOSEN: AtomicUsize = AtomicUsize::new(0);
@@ -107,111 +106,6 @@ pub fn map_in_turn<T: Sync, R: Send>(
     });
     done.sort_unstable_by_key(|(i, _)| *i);
     done.into_iter().map(|(_, result)| result).collect()
-}
-
-/// Items `0..count`, each made by `make(k, buffer)` on lane `k % lanes` into
-/// that lane's own buffer (one of `buffers`, one per lane; the caller's
-/// thread is lane 0), and handed to `take` by the lane that made it, in
-/// order: item `k` once item `k - 1` is taken. `take` runs on one lane at a
-/// time. Returns the buffers and `take`'s first error, after which nothing
-/// more is taken; a panic in a lane stops the others and is raised again here.
-///
-/// Why each lane takes its own items: what a lane just made is in its
-/// core's caches, and a thread on another core that read it instead (to
-/// write it to a file) made the kernel's copy of it five times dearer on a
-/// 2-vCPU VM (benchmarks/README.md, thirty-eighth session).
-pub fn in_turn<B: Send, M, E: Send>(
-    count: usize,
-    buffers: Vec<B>,
-    make: impl Fn(usize, &mut B) -> M + Sync,
-    take: impl FnMut(&B, M) -> Result<(), E> + Send,
-) -> (Vec<B>, Result<(), E>) {
-    let lanes = buffers.len();
-    assert!(lanes > 0, "a lane to make the items");
-    let turn = Mutex::new(Turn {
-        next: 0,
-        stopped: false,
-        take,
-    });
-    let turned = Condvar::new();
-    let lane = |lane: usize, mut buffer: B| -> (B, Result<(), E>) {
-        let _stops = StopOnPanic(&turn, &turned);
-        for k in (lane..count).step_by(lanes) {
-            let made = make(k, &mut buffer);
-            let mut now = lock(&turn);
-            while now.next != k && !now.stopped {
-                now = turned.wait(now).unwrap_or_else(PoisonError::into_inner);
-            }
-            if now.stopped {
-                break; // another lane failed: its error is the one returned
-            }
-            let taken = (now.take)(&buffer, made);
-            now.next += 1;
-            now.stopped = taken.is_err();
-            drop(now);
-            turned.notify_all();
-            if taken.is_err() {
-                return (buffer, taken);
-            }
-        }
-        (buffer, Ok(()))
-    };
-    let mut buffers = buffers.into_iter();
-    let first = buffers.next().expect("a buffer a lane");
-    let lanes = crate::pool::scope(|scope| {
-        let helpers: Vec<_> = buffers
-            .enumerate()
-            .map(|(k, buffer)| {
-                let lane = &lane;
-                scope.spawn(move || lane(k + 1, buffer))
-            })
-            .collect();
-        let mut lanes = vec![lane(0, first)];
-        lanes.extend(
-            helpers
-                .into_iter()
-                .map(|helper| helper.join().unwrap_or_else(|panic| resume_unwind(panic))),
-        );
-        lanes
-    });
-    let mut outcome = Ok(());
-    let buffers = lanes
-        .into_iter()
-        .map(|(buffer, taken)| {
-            if outcome.is_ok() {
-                outcome = taken;
-            }
-            buffer
-        })
-        .collect();
-    (buffers, outcome)
-}
-
-/// Whose turn it is to be taken, in [`in_turn`].
-struct Turn<T> {
-    /// The item taken next.
-    next: usize,
-    /// A take failed, or a lane panicked: every lane stops.
-    stopped: bool,
-    take: T,
-}
-
-fn lock<T>(turn: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A lane that panicked holding the lock (in `take`) is raised by the
-    // scope; the others only need to learn that they are stopped.
-    turn.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Stops every lane of [`in_turn`] when the lane holding it unwinds.
-struct StopOnPanic<'t, T>(&'t Mutex<Turn<T>>, &'t Condvar);
-
-impl<T> Drop for StopOnPanic<'_, T> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            lock(self.0).stopped = true;
-            self.1.notify_all();
-        }
-    }
 }
 
 /// Bytes per thread below which a pass over them (a copy, CRC checks) is not
@@ -376,87 +270,6 @@ mod tests {
             let mut data = vec![0u8; sizes.iter().sum()];
             copy_end_to_end(&slices, &mut data);
             assert_eq!(data, slices.concat());
-        }
-    }
-
-    /// Items whose making takes uneven time, so that lanes finish out of order.
-    fn uneven(k: usize, buffer: &mut Vec<usize>) -> usize {
-        std::thread::sleep(std::time::Duration::from_micros(
-            ((k * 37) % 11 * 50) as u64,
-        ));
-        buffer.push(k); // what the lane made, kept in its own buffer
-        k * 10
-    }
-
-    #[test]
-    fn in_turn_takes_every_item_once_in_order_from_the_lane_that_made_it() {
-        for (count, lanes) in [(0, 1), (1, 3), (5, 1), (40, 2), (41, 7), (3, 7)] {
-            let mut taken = Vec::new();
-            let buffers = vec![Vec::new(); lanes];
-            let (buffers, outcome) = in_turn(count, buffers, uneven, |buffer, made| {
-                assert_eq!(
-                    buffer.last().map(|k| k * 10),
-                    Some(made),
-                    "the maker's buffer"
-                );
-                taken.push(made / 10);
-                Ok::<(), String>(())
-            });
-            assert!(outcome.is_ok());
-            assert_eq!(
-                taken,
-                (0..count).collect::<Vec<_>>(),
-                "{count} items, {lanes} lanes"
-            );
-            for (lane, buffer) in buffers.iter().enumerate() {
-                let expected: Vec<usize> = (lane..count).step_by(lanes).collect();
-                assert_eq!(buffer, &expected, "lane {lane} keeps its buffer");
-            }
-        }
-    }
-
-    #[test]
-    fn in_turn_takes_nothing_after_a_failed_take() {
-        for lanes in [1, 2, 7] {
-            let mut taken = Vec::new();
-            let (buffers, outcome) = in_turn(60, vec![Vec::new(); lanes], uneven, |_, made| {
-                if made == 230 {
-                    return Err(format!("failed at {made}"));
-                }
-                taken.push(made / 10);
-                Ok(())
-            });
-            assert_eq!(outcome, Err("failed at 230".to_string()));
-            assert_eq!(taken, (0..23).collect::<Vec<_>>(), "{lanes} lanes");
-            assert_eq!(buffers.len(), lanes);
-        }
-    }
-
-    #[test]
-    fn in_turn_raises_a_lanes_panic_after_stopping_the_others() {
-        for (lanes, at) in [(2, 0), (2, 9), (7, 12), (7, 13)] {
-            let taken = Mutex::new(Vec::new());
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                in_turn(
-                    50,
-                    vec![Vec::new(); lanes],
-                    |k, buffer| {
-                        assert_ne!(k, at, "made to fail");
-                        uneven(k, buffer)
-                    },
-                    |_, made| {
-                        lock(&taken).push(made / 10);
-                        Ok::<(), String>(())
-                    },
-                )
-            }));
-            assert!(result.is_err(), "the panic is raised");
-            let taken = taken.into_inner().unwrap();
-            assert_eq!(taken, (0..taken.len()).collect::<Vec<_>>());
-            assert!(
-                taken.len() <= at,
-                "nothing at or after item {at}: {taken:?}"
-            );
         }
     }
 }

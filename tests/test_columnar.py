@@ -891,7 +891,7 @@ def test_a_full_disk_under_rows_written_behind_is_raised_and_stops_the_writer(th
     # lent, and the rows' failure comes from settle; on one thread, from the
     # call itself. Either way every later call fails, naming it. The failure
     # comes at a later chunk than the first (the writer's buffer takes the
-    # first): with 7 threads, lanes that wait for their turn to write stop.
+    # first): with 7 threads, encoder lanes still at work stop.
     from recordkit import _native
 
     rows = 200_000  # past the writer's 1 MiB buffer

@@ -425,13 +425,12 @@ fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>) {
 }
 
 /// The most rows encoded per chunk (~1.6 MB of small Examples): each chunk
-/// may cost a thread wake-up, which on a VM can take tens of microseconds
-/// (at 2048 rows they were 12% of the time), while the buffers stay few and
-/// reused. 4096 and 8192 rows wrote no faster (thirty-eighth session).
+/// costs a thread wake-up or two, which on a VM can take tens of microseconds
+/// (at 2048 rows they were 12% of the time), while the buffers stay few and reused.
 const ENCODE_CHUNK_ROWS: usize = 16384;
 
 /// About the most bytes encoded per chunk: rows of large values (images) come
-/// fewer to a chunk, so that the buffers in flight (one a thread) stay small.
+/// fewer to a chunk, so that the four buffers in flight stay small.
 const ENCODE_CHUNK_BYTES: usize = 4 << 20;
 
 /// Rows per encoding chunk for `rows` rows of `sources`.
@@ -492,24 +491,43 @@ impl ColumnRows {
             keep_spare(spare, buffer);
             return Ok(written);
         }
-        // Chunk k is encoded by lane k % threads into the lane's buffer,
-        // which the lane then writes itself, in order (see `in_turn`).
-        let buffers = (0..threads)
-            .map(|_| spare.pop().unwrap_or_default())
-            .collect();
-        let encode = |k: usize, buffer: &mut Vec<u8>| {
-            encode_frames(&plan, chunks[k].clone(), format, buffer)
-        };
-        let (buffers, outcome) = crate::threads::in_turn(
-            chunks.len(),
-            buffers,
-            encode,
-            |buffer: &Vec<u8>, used: usize| write(&buffer[..used]),
-        );
-        for buffer in buffers {
-            keep_spare(spare, buffer);
-        }
-        outcome?;
+        // Chunk k is encoded by thread k % threads into one of its two
+        // buffers, which come back here to be written in order and then
+        // reused: the memory stays small and already touched.
+        crate::pool::scope(|scope| -> Result<()> {
+            let mut lanes = Vec::with_capacity(threads);
+            for lane in 0..threads {
+                let (filled_tx, filled_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
+                let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+                for _ in 0..2 {
+                    empty_tx.send(spare.pop().unwrap_or_default()).ok();
+                }
+                let (chunks, plan) = (&chunks, &plan);
+                scope.spawn(move || {
+                    for range in chunks.iter().skip(lane).step_by(threads) {
+                        let Ok(mut buffer) = empty_rx.recv() else {
+                            return;
+                        };
+                        let used = encode_frames(plan, range.clone(), format, &mut buffer);
+                        if filled_tx.send((buffer, used)).is_err() {
+                            return; // the writer stopped on an error
+                        }
+                    }
+                });
+                lanes.push((filled_rx, empty_tx));
+            }
+            for k in 0..chunks.len() {
+                let (filled_rx, empty_tx) = &lanes[k % threads];
+                let (buffer, used) = filled_rx.recv().expect("an encoder thread ended early");
+                write(&buffer[..used])?;
+                if k + 2 * threads < chunks.len() {
+                    empty_tx.send(buffer).ok(); // for this lane's chunk after next
+                } else {
+                    keep_spare(spare, buffer); // the lane needs it no more
+                }
+            }
+            Ok(())
+        })?;
         Ok(written)
     }
 }
