@@ -1364,7 +1364,8 @@ impl<'a> RowPlan<'a> {
         // The map goes after room for its length, as many bytes as the row
         // before needed, and moves only where this row needs another count.
         // Room for one byte moved every map of 128 bytes or more: in a
-        // profile of 150-byte rows, the moves were 16% of this loop's samples.
+        // profile of writes of rows with lists (about 140 bytes), the moves
+        // fell from 3.9% to 1.2% of all samples (benchmarks/README.md).
         let start = if self.wrap { 1 + *map_header } else { 0 };
         let mut pos = start;
         for column in &self.columns {
