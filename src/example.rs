@@ -1065,25 +1065,42 @@ pub struct ColumnValues<'a> {
     pub present: Option<&'a [bool]>,
 }
 
-impl ColumnValues<'_> {
-    /// Whether every row holds exactly one value.
-    fn one_each(&self) -> bool {
-        self.uniform_width() == Some(1)
-    }
+/// The number of values every row of `splits` holds, where each holds the
+/// same number (at least one): a 2-D array's width.
+fn uniform_width(splits: &[i64]) -> Option<usize> {
+    let width = match splits {
+        [0, first, ..] if *first > 0 => *first,
+        _ => return None,
+    };
+    let uniform = splits
+        .iter()
+        .enumerate()
+        .all(|(i, &s)| s == i as i64 * width);
+    uniform.then_some(width as usize)
+}
 
-    /// The number of values every row holds, where each holds the same number
-    /// (at least one): a 2-D array's width.
-    fn uniform_width(&self) -> Option<usize> {
-        let width = match self.splits {
-            [0, first, ..] if *first > 0 => *first,
-            _ => return None,
-        };
-        let uniform = self
-            .splits
+/// [`uniform_width`] of each distinct splits array, scanned once: the columns
+/// of a slice of 1-D arrays all share one (the caller's `arange`), and each
+/// scan of it is a pass over 8 bytes a row.
+#[derive(Default)]
+struct Widths<'a>(Vec<(&'a [i64], Option<usize>)>);
+
+impl<'a> Widths<'a> {
+    /// The number of values every row of `column` holds, where each holds the
+    /// same number (at least one) and every row holds the feature.
+    fn of(&mut self, column: &ColumnValues<'a>) -> Option<usize> {
+        let splits = column.splits;
+        let known = self
+            .0
             .iter()
-            .enumerate()
-            .all(|(i, &s)| s == i as i64 * width);
-        (self.present.is_none() && uniform).then_some(width as usize)
+            .find(|(s, _)| std::ptr::eq(*s, splits))
+            .map(|&(_, width)| width);
+        let width = known.unwrap_or_else(|| {
+            let width = uniform_width(splits);
+            self.0.push((splits, width));
+            width
+        });
+        width.filter(|_| column.present.is_none())
     }
 }
 
@@ -1281,13 +1298,17 @@ impl<'a> RowPlan<'a> {
     /// `wrap`, rows are Examples, else bare feature maps.
     pub fn new(layouts: &[&EntryLayout], columns: &[ColumnValues<'a>], wrap: bool) -> Self {
         let mut row_bound = 1 + MAX_VARINT; // the Example's wrapper
+        let mut widths = Widths::default();
         let columns = layouts
             .iter()
             .zip(columns)
             .map(|(layout, c)| {
-                let scalar = c.one_each().then(|| ScalarValues::of(c.values)).flatten();
+                let width = widths.of(c);
+                let scalar = (width == Some(1))
+                    .then(|| ScalarValues::of(c.values))
+                    .flatten();
                 let floats = match c.values {
-                    Values::Float(x) => c.uniform_width().map(|width| (x, width)),
+                    Values::Float(x) => width.map(|width| (x, width)),
                     _ => None,
                 };
                 let (column, bound) = match (floats, scalar) {

@@ -941,6 +941,44 @@ def test_rows_written_behind_outlive_the_callers_references(tmp_path: Path) -> N
         rk.set_num_threads(None)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_writer_reusing_the_buffers_of_one_before_writes_only_its_own_rows(tmp_path: Path, threads: int) -> None:
+    # Closed writers leave their encoding buffers to the next: long rows first,
+    # so that the short rows after them are encoded over stale bytes.
+    rk.set_num_threads(threads)
+    try:
+        rk.write_examples(tmp_path / "long.tfrecord", {"blob": np.full(30_000, b"x" * 200), "n": np.arange(30_000)})
+        rows = 40_000
+        short = {"n": np.arange(rows) * 3, "s": np.char.mod(b"w%d", np.arange(rows) % 97)}
+        [path] = rk.write_examples(tmp_path / "short.tfrecord", short)
+    finally:
+        rk.set_num_threads(None)
+    expected = [rk.encode_example({"n": int(n), "s": bytes(s)}) for n, s in zip(short["n"], short["s"])]
+    assert list(rk.TFRecordReader(path)) == expected
+
+
+def test_columns_sharing_splits_are_each_checked_against_their_values(tmp_path: Path) -> None:
+    # One splits array shared by several columns is scanned once; its ends
+    # are still checked against each column's values.
+    from recordkit import _native
+
+    def write(columns) -> None:
+        writer = _native.RecordWriter(str(tmp_path / "d"), name="d", format="tfrecord", compression="none")
+        try:
+            writer.write_columns(3, columns, "tensorflow", False)
+        finally:
+            writer.close()
+
+    falling = np.array([0, 2, 1, 3])
+    with pytest.raises(ValueError, match="row splits must rise"):
+        write([("a", "int64_list", np.arange(3), falling, None), ("b", "int64_list", np.arange(3), falling, None)])
+    shared = np.arange(4)
+    with pytest.raises(ValueError, match=r'column "b": row splits must rise from 0 to the number of values \(2\)'):
+        write([("a", "int64_list", np.arange(3), shared, None), ("b", "int64_list", np.arange(2), shared, None)])
+    write([("a", "int64_list", np.arange(3), shared, None), ("b", "float_list", np.ones(3, np.float32), shared, None)])
+    assert list(rk.TFRecordReader(tmp_path / "d")) == [rk.encode_example({"a": i, "b": 1.0}) for i in range(3)]
+
+
 def test_rows_of_a_list_are_read_by_range_as_a_slice_would_be() -> None:
     rows = [1, 2, [3, 4], None, 5]
     for start, stop in ((0, None), (1, 3), (2, 99), (4, 2), (9, None)):

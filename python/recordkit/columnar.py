@@ -303,9 +303,21 @@ def _kind_of(values: np.ndarray, schema: str, name: str, splits: np.ndarray | No
     raise TypeError(f"column {name!r}: cannot store values of dtype {values.dtype}")
 
 
+# 0, 1, 2, ...: the splits of a slice of one value a row are a view of it (see _uniform_splits).
+_COUNTING: np.ndarray | None = None
+
+
 def _uniform_splits(rows: int, width: int, shared: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
     """Row splits of ``width`` values per row, one read-only array per shape for all columns."""
     splits = shared.get((rows, width))
+    if splits is None and width == 1 and rows <= _OBJECT_SLICE_ROWS:
+        # A slice's splits: a view of one array kept for every write, not a new
+        # one, whose fresh pages each slice would fault in and fill.
+        global _COUNTING
+        if _COUNTING is None:
+            _COUNTING = np.arange(_OBJECT_SLICE_ROWS + 1, dtype=np.int64)
+            _COUNTING.flags.writeable = False
+        splits = shared[rows, width] = _COUNTING[: rows + 1]
     if splits is None:
         # width 0: every row an empty list (a list of empty lists becomes a (rows, 0) array)
         splits = np.arange(rows + 1, dtype=np.int64)
