@@ -261,7 +261,9 @@ def test_a_float64_column_warns_once_however_many_chunks(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("source", ["numpy", "lists", "arrow", "csv"])
 def test_a_value_beyond_float32_is_an_error_naming_column_and_row(tmp_path: Path, source: str) -> None:
-    big = [1.0] * 70_001 + [1e300]  # past one conversion chunk, so the row counts from the file's start
+    # Past one conversion chunk, so the row counts from the file's start; an
+    # infinity before it is a value float32 holds, not the one named.
+    big = [1.0] * 70_000 + [float("inf"), 1e300]
     if source == "csv":
         (tmp_path / "t.csv").write_text("x\n" + "".join(f"{v}\n" for v in big))
         write = lambda: rk.convert(tmp_path / "t.csv", tmp_path / "o.tfrecord")  # noqa: E731

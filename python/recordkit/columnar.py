@@ -231,8 +231,9 @@ def narrow_to_float32(name: str, values: np.ndarray, splits: np.ndarray | None, 
     """
     with np.errstate(over="ignore"):
         narrowed = np.ascontiguousarray(values, dtype=np.float32)
-    overflow = np.isinf(narrowed) & np.isfinite(values)
-    if overflow.any():
+    # Where nothing became inf (nearly always), one pass; else the finite values that did.
+    overflow = np.isinf(narrowed)
+    if overflow.any() and (overflow := overflow & np.isfinite(values)).any():
         i = int(np.argmax(overflow))
         raise ColumnValueError(name, _row_of(i, splits), f"{float(values[i])!r} is beyond float32's range "
                                "(about ±3.4e38), and tf.train.Example stores floats as float32")
