@@ -957,6 +957,35 @@ def test_a_writer_reusing_the_buffers_of_one_before_writes_only_its_own_rows(tmp
     assert list(rk.TFRecordReader(path)) == expected
 
 
+def test_writers_in_several_threads_at_once_each_write_their_own_rows(tmp_path: Path) -> None:
+    # Writers made and closed at the same time in several Python threads take
+    # and leave the process's spare encoding buffers concurrently.
+    def rows_of(k: int) -> dict:
+        n = 20_000 + 3_000 * k
+        return {"k": np.full(n, k), "i": np.arange(n), "s": np.char.mod(b"%d" + b"-" * k, np.arange(n))}
+
+    failures: list[BaseException] = []
+
+    def write(k: int) -> None:
+        try:
+            for round in range(3):
+                rk.write_examples(tmp_path / f"w{k}-{round}.tfrecord", rows_of(k))
+        except BaseException as error:  # raised below, on the test's thread
+            failures.append(error)
+
+    writers = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert not failures, failures
+    for k in range(4):
+        cols = rows_of(k)
+        expected = [rk.encode_example({"i": int(i), "k": k, "s": bytes(s)}) for i, s in zip(cols["i"], cols["s"])]
+        for round in range(3):
+            assert list(rk.TFRecordReader(tmp_path / f"w{k}-{round}.tfrecord")) == expected, (k, round)
+
+
 def test_columns_sharing_splits_are_each_checked_against_their_values(tmp_path: Path) -> None:
     # One splits array shared by several columns is scanned once; its ends
     # are still checked against each column's values.
