@@ -1206,6 +1206,10 @@ struct BytesPlan {
     short: Prefix,
     short_below: usize,
     length_at: [usize; 4],
+    /// The prefix for each length below `short_below`, [`ROW_SLACK`] bytes
+    /// apart, where `short` fits in that many (else empty): one block copied
+    /// rather than four lengths stored after it.
+    prefixes: Vec<u8>,
 }
 
 impl BytesPlan {
@@ -1214,12 +1218,25 @@ impl BytesPlan {
         // entry = key + 2 + feature, feature = 2 + list, list = 2 + len:
         // all below 0x80 while len < 0x80 - 6 - key.
         let short_below = (0x80 - 6usize).saturating_sub(key);
+        let short = Prefix::new(scalar_prefix(layout, 0));
+        // 0a [entry] key 12 [feature] tag [list] 0a [len]
+        let length_at = [1, key + 3, key + 5, key + 7];
+        let mut prefixes = Vec::new();
+        if short.len <= ROW_SLACK {
+            for len in 0..short_below {
+                let start = prefixes.len();
+                prefixes.extend_from_slice(&short.bytes[..ROW_SLACK]);
+                for offset in length_at {
+                    prefixes[start + offset] += len as u8;
+                }
+            }
+        }
         BytesPlan {
             layout: layout.clone(),
-            short: Prefix::new(scalar_prefix(layout, 0)),
+            short,
             short_below,
-            // 0a [entry] key 12 [feature] tag [list] 0a [len]
-            length_at: [1, key + 3, key + 5, key + 7],
+            length_at,
+            prefixes,
         }
     }
 
@@ -1244,6 +1261,11 @@ impl BytesPlan {
     #[inline(always)]
     fn put_prefix(&self, out: &mut [u8], pos: usize, len: usize) -> usize {
         if len < self.short_below {
+            if !self.prefixes.is_empty() {
+                let at = len * ROW_SLACK;
+                out[pos..pos + ROW_SLACK].copy_from_slice(&self.prefixes[at..at + ROW_SLACK]);
+                return pos + self.short.len;
+            }
             let end = self.short.put(out, pos);
             // Stored, not added in place: reading back a byte of the block
             // just stored stalls store forwarding (it was 10% of the time).

@@ -485,6 +485,19 @@ def test_nan_in_a_column_of_strings_is_a_missing_feature(tmp_path: Path) -> None
 _keys = st.text("abcdefghij_", min_size=1, max_size=130)
 
 
+@pytest.mark.parametrize("key_len", [1, 23, 24, 25, 121, 122, 123])
+def test_strings_of_every_length_around_a_one_byte_length_match_the_general_encoder(tmp_path: Path, key_len: int) -> None:
+    # Short strings take their entry's bytes from a table of prefixes where
+    # the prefix fits 32 bytes (keys up to 24), and every length byte is one
+    # byte while the value is under 122 bytes less the key.
+    key = "k" * key_len
+    values = [bytes(range(n % 256))[:n] + b"x" * max(0, n - 256) for n in range(140)]
+    for name, column in (("objects", np.array(values, dtype=object)), ("cells", np.array(values, dtype="S139"))):
+        [path] = rk.write_examples(tmp_path / f"{name}.tfrecord", {key: column, "n": np.arange(len(values))})
+        expected = [rk.encode_example({key: bytes(v), "n": i}) for i, v in enumerate(column)]
+        assert list(rk.TFRecordReader(path)) == expected, name
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     rows=st.integers(1, 40),
