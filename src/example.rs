@@ -760,8 +760,9 @@ impl<'a> Values<'a> {
                 put_string(out, at, value, readable)
             }),
             Values::FixedBytes { data, width } => {
+                let mask = cell_mask(width);
                 (0..data.len() / width.max(1)).fold(pos, |at, i| {
-                    let (value, readable) = fixed_cell(data, width, i);
+                    let (value, readable) = fixed_cell(data, width, mask, i);
                     put_string(out, at, value, readable)
                 })
             }
@@ -1129,7 +1130,8 @@ enum PlannedColumn<'a> {
     Int64(Vec<Prefix>, &'a [i64]),
     Bytes(BytesPlan, &'a [&'a [u8]]),
     Offsets(BytesPlan, OffsetBytes<'a>),
-    FixedBytes(BytesPlan, &'a [u8], usize),
+    /// The cells, their width, and [`cell_mask`] of it.
+    FixedBytes(BytesPlan, &'a [u8], usize, u128),
     /// Any other column: lists, missing features, OneFlow's kinds.
     List(ListPlan<'a>),
 }
@@ -1289,21 +1291,28 @@ impl BytesPlan {
     }
 }
 
+/// The bits of a `width`-byte cell in the 16 bytes read from its start as a
+/// little-endian integer (all of them from 16 bytes on): computed once per
+/// column, as a shift by a variable amount of a `u128` costs a dozen instructions.
+fn cell_mask(width: usize) -> u128 {
+    if width >= 16 {
+        u128::MAX
+    } else {
+        (1u128 << (8 * width)) - 1
+    }
+}
+
 /// Cell `row` of NumPy `S` data of `width`-byte cells without its trailing
 /// NULs, and the readable bytes from its start (16 or more where the data
-/// allows, so that short values can be moved as one fixed-size block).
+/// allows, so that short values can be moved as one fixed-size block);
+/// `mask` is [`cell_mask`] of `width`.
 #[inline(always)]
-fn fixed_cell(data: &[u8], width: usize, row: usize) -> (&[u8], &[u8]) {
+fn fixed_cell(data: &[u8], width: usize, mask: u128, row: usize) -> (&[u8], &[u8]) {
     let start = row * width;
     let readable = &data[start..data.len().min(start + width.max(16))];
     let len = if width <= 16 && readable.len() >= 16 {
         // The cell as a little-endian integer: its highest nonzero byte is the value's last.
-        let word = u128::from_le_bytes(readable[..16].try_into().unwrap());
-        let cell = if width == 16 {
-            word
-        } else {
-            word & ((1u128 << (8 * width)) - 1)
-        };
+        let cell = u128::from_le_bytes(readable[..16].try_into().unwrap()) & mask;
         (128 - cell.leading_zeros() as usize).div_ceil(8)
     } else {
         let cell = &readable[..width];
@@ -1356,7 +1365,12 @@ impl<'a> RowPlan<'a> {
                         bytes_bound(layout),
                     ),
                     (_, Some(ScalarValues::FixedBytes { data, width })) => (
-                        PlannedColumn::FixedBytes(BytesPlan::new(layout), data, width),
+                        PlannedColumn::FixedBytes(
+                            BytesPlan::new(layout),
+                            data,
+                            width,
+                            cell_mask(width),
+                        ),
                         bytes_bound(layout) + width,
                     ),
                     // 0a [entry] key 12 [feature] tag [list] 0a [packed]: the
@@ -1433,8 +1447,8 @@ impl<'a> RowPlan<'a> {
                     let (value, readable) = x.get(row);
                     plan.put(out, pos, value, readable)
                 }
-                PlannedColumn::FixedBytes(plan, data, width) => {
-                    let (value, readable) = fixed_cell(data, *width, row);
+                PlannedColumn::FixedBytes(plan, data, width, mask) => {
+                    let (value, readable) = fixed_cell(data, *width, *mask, row);
                     plan.put(out, pos, value, readable)
                 }
                 PlannedColumn::List(plan) => plan.put(out, pos, row),
