@@ -310,11 +310,11 @@ _COUNTING: np.ndarray | None = None
 
 def _uniform_splits(rows: int, width: int, shared: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
     """Row splits of ``width`` values per row, one read-only array per shape for all columns."""
+    global _COUNTING
     splits = shared.get((rows, width))
     if splits is None and width == 1 and rows <= _OBJECT_SLICE_ROWS:
         # A slice's splits: a view of one array kept for every write, not a new
         # one, whose fresh pages each slice would fault in and fill.
-        global _COUNTING
         if _COUNTING is None:
             _COUNTING = np.arange(_OBJECT_SLICE_ROWS + 1, dtype=np.int64)
             _COUNTING.flags.writeable = False

@@ -425,9 +425,9 @@ fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>) {
 }
 
 /// Encoding buffers a closed writer left for the next one, so that a process
-/// writing file after file (shards, a loop of `write_examples`) does not zero
-/// and fault in fresh ones for each: that took 1 300-2 700 page faults a write
-/// of 300 000 small rows, and a memset of every byte.
+/// writing file after file (shards, a loop of `write_examples`) does not make
+/// and zero fresh ones for each: the memset took 1.2-2.2 ms of CPU off a write
+/// of 300 000 small rows (benchmarks/README.md).
 static PROCESS_SPARE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
 /// The most bytes of buffers [`PROCESS_SPARE`] keeps while no writer uses them.
