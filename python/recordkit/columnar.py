@@ -423,7 +423,15 @@ def _from_python_values(name: str, rows: list | _ListRows | np.ndarray, schema: 
     return len(rows), (kind, converted, splits, present)
 
 
-def _unmasked(name: str, array: np.ma.MaskedArray, row: int | None = None) -> np.ndarray:
+def _is_masked(value: Any) -> bool:
+    """Whether ``value`` is a NumPy masked array. No value can be one before
+    ``numpy.ma`` is imported, and importing it (``np.ma`` is a lazy attribute)
+    took 17 ms of a process's first write."""
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(value, ma.MaskedArray)
+
+
+def _unmasked(name: str, array: Any, row: int | None = None) -> np.ndarray:
     """The data of a masked array that masks nothing. A masked value has no place
     in a record, and writing the value under the mask would store what the mask
     hides: an error naming the row (``row``: the one ``array`` is, in a column of rows)."""
@@ -460,7 +468,7 @@ def _from_lists(name: str, rows_list: list, schema: str, warned: set[str] | None
         elif isinstance(v, (bytes, str, bytearray)):
             pieces.append(np.array([v], dtype=object))
         else:
-            piece = _unmasked(name, v, row) if isinstance(v, np.ma.MaskedArray) else _row_array(name, row, v)
+            piece = _unmasked(name, v, row) if _is_masked(v) else _row_array(name, row, v)
             if piece.dtype.kind in "SU" and not isinstance(v, np.ndarray):
                 piece = np.array(v, dtype=object)  # as above: keep trailing NULs
             pieces.append(piece.reshape(-1))
@@ -740,7 +748,7 @@ def _normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str]
     for i, (name, column) in enumerate(items):
         if not isinstance(name, str):
             raise TypeError(f"column names are str, not {name!r}")
-        if isinstance(column, np.ma.MaskedArray):
+        if _is_masked(column):
             column = _unmasked(name, column)
         if type(column).__module__.startswith("pyarrow"):
             n, normalized = _from_arrow(name, column, schema, shared_splits, warned, flat_bytes)

@@ -44,6 +44,7 @@ from recordkit.records import (
     suffix_compression,
 )
 from recordkit.schema import infer_schema
+from recordkit.tables import numpy_to_arrow, spread_over_rows
 
 __all__ = ["convert", "detect_format", "parse_size", "FORMATS"]
 
@@ -863,17 +864,16 @@ class _TableSink(_Sink):
                         full[row] = value
                 empty = lengths == 0
                 mask = empty if mask is None else (mask | empty)
-                arrays.append(pa.array(full, value_type, mask=mask if mask.any() else None))
+                arrays.append(numpy_to_arrow(full, value_type, mask=mask if mask.any() else None))
             else:
-                flat = pa.array(values, value_type)
-                arrays.append(pa.ListArray.from_arrays(pa.array(splits, pa.int64()).cast(pa.int32()), flat,
-                                                       mask=None if mask is None else pa.array(mask)))
+                flat = numpy_to_arrow(values, value_type)
+                arrays.append(pa.ListArray.from_arrays(numpy_to_arrow(splits).cast(pa.int32()), flat,
+                                                       mask=None if mask is None else numpy_to_arrow(mask)))
         self.file.write_table(pa.Table.from_arrays(arrays, schema=self.arrow_schema))
 
     def _arrow_from_offsets(self, name: str, info: _ColumnInfo, values: tuple[np.ndarray, np.ndarray], value_type: Any,
                             splits: np.ndarray, mask: np.ndarray | None, rows: int) -> Any:
         """A byte-string column from its offsets and data buffers, with no Python object per value."""
-        from recordkit.tables import spread_over_rows
 
         pa = self.pa
         offsets, data = values
@@ -881,8 +881,8 @@ class _TableSink(_Sink):
                                      [None, pa.py_buffer(np.ascontiguousarray(offsets)), pa.py_buffer(data)])
         flat = flat.cast(value_type)  # to binary, or to string (checking the UTF-8 the survey saw)
         if not info.scalar:
-            return pa.ListArray.from_arrays(pa.array(splits, pa.int64()).cast(pa.int32()), flat,
-                                            mask=None if mask is None else pa.array(mask))
+            return pa.ListArray.from_arrays(numpy_to_arrow(splits).cast(pa.int32()), flat,
+                                            mask=None if mask is None else numpy_to_arrow(mask))
         lengths = np.diff(splits)
         if (lengths > 1).any():
             raise ValueError(f"column {name!r} holds a list in some row, after rows of one value")

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from recordkit._sources import PathLike
 
-__all__ = ["read_table", "read_batches", "spread_over_rows", "RecordRange", "TableScan"]
+__all__ = ["read_table", "read_batches", "spread_over_rows", "numpy_to_arrow", "RecordRange", "TableScan"]
 
 Strings = Literal["binary", "utf8"]
 
@@ -234,7 +234,7 @@ def _flat_values(column: _Column, values: Any, strings: Strings, first_record: i
     import pyarrow as pa
 
     if column.dtype != "string":
-        return pa.array(values)
+        return numpy_to_arrow(values)
     offsets, data = values
     kind = pa.large_string() if strings == "utf8" else pa.large_binary()
     flat = pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
@@ -277,7 +277,6 @@ def _count_error(column: _Column, counts: np.ndarray, bad: np.ndarray, first_rec
 
 def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform: int, first_record: int) -> "pa.Array":
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     assert column.shape is not None
     size = math.prod(column.shape)
@@ -294,17 +293,19 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
                 raise required_error(column.name, column.dtype, missing, first_record)
             # Missing records take the default: the values, then the default's
             # values once, taken row by row in Arrow.
+            import pyarrow.compute as pc  # here: its import is 30 ms of a process's first table
+
             default = np.asarray(column.default).reshape(-1)
             if default.size == 1 and size > 1:
                 default = np.repeat(default, size)
             if column.dtype == "string":
                 extra = pa.array([bytes(v) for v in default], flat.type)
             else:
-                extra = pa.array(default.astype(flat.type.to_pandas_dtype()))
+                extra = numpy_to_arrow(default.astype(flat.type.to_pandas_dtype()))
             rows = np.where(present, np.cumsum(present) - 1, -1)
             starts = np.where(present, rows * size, len(flat))
             indices = (starts[:, None] + np.arange(size)).reshape(-1)
-            flat = pc.take(pa.concat_arrays([flat, extra]), pa.array(indices))
+            flat = pc.take(pa.concat_arrays([flat, extra]), numpy_to_arrow(indices))
             present = None
     out = flat
     for width in reversed(column.shape[1:]):
@@ -316,12 +317,36 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
     return out
 
 
+def numpy_to_arrow(values: np.ndarray, type: "pa.DataType | None" = None, mask: np.ndarray | None = None) -> "pa.Array":
+    """``pa.array(values, type, mask=mask)`` for a 1-D NumPy array of numbers or
+    bools, without pandas: ``pa.array`` asks pandas whether an array is
+    categorical, which imports pandas (0.3 s) in a process that had not, on its
+    first table. Numbers share ``values``' memory where it is contiguous."""
+    import pyarrow as pa
+
+    kind = values.dtype.kind if isinstance(values, np.ndarray) and values.ndim == 1 else ""
+    arrow_type = pa.from_numpy_dtype(values.dtype) if kind in "iufb" and kind and values.dtype.isnative else None
+    if arrow_type is None or (type is not None and type != arrow_type):
+        return pa.array(values, type, mask=mask)
+    if kind == "b":
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(np.ascontiguousarray(values))
+    validity = None
+    if mask is not None:
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != values.shape:
+            return pa.array(values, type, mask=mask)  # pyarrow's own error
+        validity = pa.py_buffer(np.packbits(~mask, bitorder="little")) if mask.any() else None
+    return pa.Array.from_buffers(arrow_type, len(values), [validity, data])
+
+
 def spread_over_rows(values: "pa.Array", present: np.ndarray) -> "pa.Array":
     """One value per ``present`` row, spread over all the rows with nulls between."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.take(values, pa.array(np.where(present, np.cumsum(present) - 1, 0), mask=~present))
+    return pc.take(values, numpy_to_arrow(np.where(present, np.cumsum(present) - 1, 0), mask=~present))
 
 
 def _offsets(counts: np.ndarray) -> "pa.Array":
@@ -330,13 +355,13 @@ def _offsets(counts: np.ndarray) -> "pa.Array":
 
     offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(np.maximum(counts, 0), out=offsets[1:])
-    return pa.array(offsets)
+    return numpy_to_arrow(offsets)
 
 
 def _list_array(column: _Column, flat: "pa.Array", counts: np.ndarray) -> "pa.Array":
     import pyarrow as pa
 
-    mask = pa.array(counts < 0) if column.nullable and (counts < 0).any() else None
+    mask = numpy_to_arrow(counts < 0) if column.nullable and (counts < 0).any() else None
     return pa.LargeListArray.from_arrays(_offsets(counts), flat, mask=mask)
 
 
@@ -393,7 +418,7 @@ def _feature_list_array(column: _Column, parsed: Any, first_record: int, strings
             raise step_count_error(column.name, column.shape, step_counts, bad, step_owner, first_record)
         for width in reversed(column.shape):
             inner = pa.FixedSizeListArray.from_arrays(inner, width)
-    mask = pa.array(missing) if column.nullable and missing.any() else None
+    mask = numpy_to_arrow(missing) if column.nullable and missing.any() else None
     return pa.LargeListArray.from_arrays(_offsets(steps), inner, mask=mask)
 
 
@@ -440,9 +465,9 @@ def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any]
             rows = np.bincount(sparse.indices[:, 0], minlength=batch) if batch else np.zeros(0, np.int64)
             offsets = _offsets(rows)
             coords = sparse.indices[:, 1:]
-            index = pa.array(coords[:, 0]) if coords.shape[1] == 1 else pa.FixedSizeListArray.from_arrays(
-                pa.array(coords.reshape(-1)), coords.shape[1])
-            values = pc.take(flat, pa.array(sparse.values))
+            index = numpy_to_arrow(coords[:, 0]) if coords.shape[1] == 1 else pa.FixedSizeListArray.from_arrays(
+                numpy_to_arrow(coords.reshape(-1)), coords.shape[1])
+            values = pc.take(flat, numpy_to_arrow(sparse.values))
             return pa.StructArray.from_arrays(
                 [pa.LargeListArray.from_arrays(offsets, index), pa.LargeListArray.from_arrays(offsets, values)],
                 fields=list(arrow_type))
@@ -482,11 +507,11 @@ def _ragged_values(ragged: Any, flat: "pa.Array") -> "pa.Array":
     while not isinstance(ragged, np.ndarray):
         splits.append(ragged.row_splits)
         ragged = ragged.values
-    out = pc.take(flat, pa.array(ragged.reshape(-1)))
+    out = pc.take(flat, numpy_to_arrow(ragged.reshape(-1)))
     for width in reversed(ragged.shape[1:]):
         out = pa.FixedSizeListArray.from_arrays(out, int(width))
     for row_splits in reversed(splits):
-        out = pa.LargeListArray.from_arrays(pa.array(row_splits.astype(np.int64)), out)
+        out = pa.LargeListArray.from_arrays(numpy_to_arrow(row_splits.astype(np.int64)), out)
     return out
 
 
