@@ -531,7 +531,12 @@ impl ColumnRows {
             for lane in 0..threads {
                 let (filled_tx, filled_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
                 let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
-                for _ in 0..2 {
+                // No more buffers than the lane has chunks: one it never took
+                // would be dropped with its channel, and the next write would
+                // make and zero a new one (a write's last slice often has
+                // fewer than two chunks a lane: 670 page faults a write).
+                let own_chunks = (chunks.len() - lane).div_ceil(threads);
+                for _ in 0..own_chunks.min(2) {
                     empty_tx.send(spare.pop().unwrap_or_default()).ok();
                 }
                 let (chunks, plan) = (&chunks, &plan);
@@ -981,5 +986,53 @@ impl PyRecordWriter {
     #[getter]
     fn closed(&self) -> bool {
         self.sink.is_none() && self.behind.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::example::Kind;
+    use crate::py::codec::{Flat, LentValues};
+
+    /// `values`, leaked: a column's values and splits live as long as
+    /// the arrays Python lends them from.
+    fn leaked(values: impl Iterator<Item = i64>) -> &'static [i64] {
+        Box::leak(values.collect::<Vec<_>>().into_boxed_slice())
+    }
+
+    /// A write with fewer chunks than two a lane (a write's last slice, or a
+    /// small write) hands back every encoding buffer it took from `spare`:
+    /// one lost is one the next write makes and zeroes afresh.
+    #[test]
+    fn a_write_keeps_every_encoding_buffer_it_took() {
+        let rows = 2 * ENCODE_CHUNK_ROWS + 1; // three chunks: the second lane has one
+        let key = b"id".to_vec();
+        let layout = EntryLayout::new(&key, Some(Kind::Int64), Schema::TensorFlow).unwrap();
+        let column = ColumnRows {
+            rows,
+            schema: Schema::TensorFlow,
+            format: Format::TfRecord,
+            sources: vec![ColumnSource {
+                key,
+                values: LentValues::Flat(Flat::Int64(leaked(0..rows as i64))),
+                splits: leaked(0..=rows as i64),
+                present: None,
+            }],
+            layouts: vec![layout],
+        };
+        let out: Box<dyn Write + Send + Sync> = Box::new(Vec::new());
+        let mut sink: Sink = Encoder::new(BufWriter::new(out), Compression::None);
+        // As a write of many chunks before leaves them: two a lane, larger than these chunks need.
+        let mut spare: Vec<Vec<u8>> = (0..4).map(|_| vec![0; 4 << 20]).collect();
+        let mut kept: Vec<*const u8> = spare.iter().map(|b| b.as_ptr()).collect();
+        crate::threads::set(Some(2));
+        let written = column.write(&mut sink, &mut spare, "test");
+        crate::threads::set(None);
+        assert!(written.unwrap() > 0);
+        let mut after: Vec<*const u8> = spare.iter().map(|b| b.as_ptr()).collect();
+        kept.sort();
+        after.sort();
+        assert_eq!(after, kept, "the same four buffers, none lost and none new");
     }
 }
