@@ -596,7 +596,12 @@ fn encode_frames(
     // the buffer only grows, so reusing it costs no clearing.
     let (header, footer) = (header_len(format), format.footer_len() as usize);
     let needed = plan.bound(range.clone()) + range.len() * (header + footer) + ROW_SLACK;
-    if out.len() < needed {
+    if out.is_empty() {
+        // Zeroed by `calloc`, whose fresh pages are touched only where rows
+        // are written: the bound's room for the longest varints costs no
+        // page fault, where `resize` would write zeros over it all.
+        *out = vec![0; needed + needed / 8];
+    } else if out.len() < needed {
         out.resize(needed, 0);
     }
     // Frames are sealed a group behind their encoding: a payload's CRC reads
