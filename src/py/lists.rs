@@ -599,15 +599,12 @@ impl Column {
     ///
     /// # Safety
     /// As for [`Column::push_scalars`] detached: while [`read_columns`] holds the GIL.
-    unsafe fn read_detached(
-        &mut self,
-        item: &impl Fn(usize) -> *mut ffi::PyObject,
-        from: usize,
-        to: usize,
-    ) -> usize {
+    unsafe fn read_detached(&mut self, rows: Rows, from: usize, to: usize) -> usize {
+        let item = &|i: usize| rows.item(i);
         let mut i = from;
         loop {
             let next = self.push_scalars::<false>(item, i, to);
+            let next = self.push_sole_items(rows, next, to);
             let next = self.push_list_rows::<false>(item, next, to);
             if next == i || next == to {
                 return next;
@@ -680,6 +677,87 @@ impl Column {
                     }
                     let Some(bytes) = exact_string::<ATTACHED>(value) else {
                         clear_error::<ATTACHED>(); // not a string, or no UTF-8: `push_row` decides
+                        break;
+                    };
+                    if append_string(offsets, data, bytes).is_err() {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        self.rows += i - from;
+        i
+    }
+
+    /// Reads rows from `from` on while each is a list holding exactly one
+    /// value of the column's kind, in a column of one value per row so far:
+    /// `[[1], [2], ...]`, one list object a row, read as tightly as
+    /// [`Column::push_scalars`] reads plain values (149 instructions a row
+    /// through [`Column::push_list_rows`]'s general loop). Only what lies in
+    /// the objects is read, as detached (small ints, floats, `bytes`, ASCII
+    /// `str`); a row that needs more, or any other row, ends the run, which
+    /// the general loops then read (or reject, or name in an error).
+    ///
+    /// # Safety
+    /// `rows` is of a live list or object array, and the GIL is held by this
+    /// thread or as [`read_columns`] holds it. Nothing here runs Python code
+    /// or sets an error, so the container cannot change during the run: its
+    /// items are read from its item array as it is at the start.
+    unsafe fn push_sole_items(&mut self, rows: Rows, from: usize, to: usize) -> usize {
+        if self.splits.is_some() || self.present.is_some() {
+            return from;
+        }
+        let (items, valid) = rows.items();
+        let to = to.min(valid);
+        // Row `i`'s one value, or null where it is not a list of exactly one.
+        let sole = |i: usize| {
+            let row = *items.add(i);
+            if ffi::PyList_CheckExact(row) != 0 && ffi::PyList_GET_SIZE(row) == 1 {
+                ffi::PyList_GET_ITEM(row, 0)
+            } else {
+                std::ptr::null_mut()
+            }
+        };
+        let layout = self.layout;
+        let mut i = from;
+        match &mut self.values {
+            Values::None(_) | Values::Array { .. } => {}
+            Values::Int(values) => {
+                while i < to {
+                    let value = sole(i);
+                    if value.is_null() {
+                        break;
+                    } else if ffi::PyLong_CheckExact(value) != 0 {
+                        let Some(int) = layout.small(value) else {
+                            break;
+                        };
+                        values.push(int);
+                    } else if ffi::PyBool_Check(value) != 0 {
+                        values.push(i64::from(value == ffi::Py_True()));
+                    } else {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            Values::Float(values) => {
+                while i < to {
+                    let value = sole(i);
+                    if value.is_null() || ffi::PyFloat_CheckExact(value) == 0 {
+                        break;
+                    }
+                    values.push(ffi::PyFloat_AS_DOUBLE(value));
+                    i += 1;
+                }
+            }
+            Values::Bytes { offsets, data } => {
+                while i < to {
+                    let value = sole(i);
+                    if value.is_null() {
+                        break;
+                    }
+                    let Some(bytes) = exact_string::<false>(value) else {
                         break;
                     };
                     if append_string(offsets, data, bytes).is_err() {
@@ -800,13 +878,15 @@ impl Column {
     unsafe fn read(
         &mut self,
         py: Python<'_>,
-        item: &impl Fn(usize) -> *mut ffi::PyObject,
+        rows: Rows,
         from: usize,
         len: usize,
     ) -> PyResult<Option<()>> {
+        let item = &|i: usize| rows.item(i);
         let mut i = from;
         while i < len {
             i = self.push_scalars::<true>(item, i, len);
+            i = self.push_sole_items(rows, i, len);
             i = self.push_list_rows::<true>(item, i, len);
             if i == len {
                 break;
@@ -929,6 +1009,27 @@ impl Rows {
         }
     }
 
+    /// The rows' item array as it is now, and how many of the rows it holds
+    /// (fewer than `len` only where a finalizer shrank a list).
+    ///
+    /// # Safety
+    /// As for [`Rows::item`]; the pointer is valid until Python code next runs.
+    #[inline(always)]
+    unsafe fn items(self) -> (*const *mut ffi::PyObject, usize) {
+        match self {
+            Rows::List { list, start, len } => {
+                let size = ffi::PyList_GET_SIZE(list) as usize;
+                let items = (*list.cast::<ffi::PyListObject>()).ob_item.cast_const();
+                (
+                    items.add(start.min(size)),
+                    len.min(size.saturating_sub(start)),
+                )
+            }
+            // `Py<PyAny>` is `repr(transparent)` over a non-null object pointer.
+            Rows::Items { items, len } => (items.cast::<*mut ffi::PyObject>(), len),
+        }
+    }
+
     /// Row `i` (`< len`), borrowed; null past a list's current end (a
     /// finalizer run by an error made while reading may shrink it).
     ///
@@ -1000,7 +1101,7 @@ unsafe fn read_columns(
         .map(|&rows| {
             let mut column = Column::new(py, rows.len());
             let first = rows.len().min(1);
-            let read = column.read(py, &|i| rows.item(i), 0, first);
+            let read = column.read(py, rows, 0, first);
             read.map(|found| found.map(|()| column))
         })
         .collect();
@@ -1062,7 +1163,7 @@ unsafe fn read_columns(
         let rows = *rows;
         // SAFETY: as this function's contract: the GIL stays held by the
         // caller, which runs no Python code until every part is read.
-        part.stop = unsafe { column.read_detached(&|i| rows.item(i), *from, *to) };
+        part.stop = unsafe { column.read_detached(rows, *from, *to) };
     });
     let mut parts = parts.into_iter().map(|part| {
         part.into_inner()
@@ -1094,7 +1195,6 @@ unsafe fn join_parts(
     rows: Rows,
     mut parts: Vec<Part>,
 ) -> PyResult<Option<Column>> {
-    let item = |i: usize| rows.item(i);
     let (mut column, mut next) = if parts.is_empty() {
         match whole? {
             Some(column) => (column, rows.len().min(1)),
@@ -1104,7 +1204,7 @@ unsafe fn join_parts(
         // The first part is the column itself, which read its first row.
         let first = parts.remove(0);
         let mut column = first.column;
-        if column.read(py, &item, first.stop, first.to)?.is_none() {
+        if column.read(py, rows, first.stop, first.to)?.is_none() {
             return Ok(None);
         }
         (column, first.to)
@@ -1112,13 +1212,13 @@ unsafe fn join_parts(
     for part in parts {
         debug_assert_eq!(next, part.from);
         if column.append_part(part.column).is_err()
-            || column.read(py, &item, part.stop, part.to)?.is_none()
+            || column.read(py, rows, part.stop, part.to)?.is_none()
         {
             return Ok(None);
         }
         next = part.to;
     }
-    Ok(column.read(py, &item, next, rows.len())?.map(|()| column))
+    Ok(column.read(py, rows, next, rows.len())?.map(|()| column))
 }
 
 /// A column's values as Python objects: `(kind, values, splits, present)`,
