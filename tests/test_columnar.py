@@ -413,6 +413,37 @@ def test_rows_of_one_value_in_a_list_read_as_the_values_themselves(seed, kind, a
     assert _found_as_lists(nested) == _found_as_lists(flat)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(sorted(_PLAIN_ROWS)), st.booleans(),
+       st.lists(st.tuples(st.integers(0, 99_999), st.integers(0, 9)), max_size=4), st.sampled_from([1, 2]))
+def test_rows_of_lists_read_as_rows_of_tuples(seed, kind, as_objects, unusual, threads) -> None:
+    # Rows that are lists (of 0-5 values, or 1 in the first rows) are read by
+    # a loop of their own, tuples by the general one: the same values, splits
+    # and presence, and the same error at the same row, wherever values the
+    # loop cannot take fall, and rows of None.
+    from recordkit import _native
+
+    rng = np.random.default_rng(seed)
+    values = [_PLAIN_ROWS[kind](rng, i) for i in range(100_000)]
+    for at, which in unusual:
+        choices = _UNUSUAL_VALUES[kind] + [None]
+        values[at] = choices[which % len(choices)]
+    ends = np.cumsum(np.where(np.arange(30_000) < int(rng.integers(0, 100)), 1, rng.integers(0, 6, 30_000)))
+    ends = ends[ends <= len(values)]
+    rows = [values[a:b] for a, b in zip(np.r_[0, ends[:-1]], ends)]
+    rows = [None if None in row else row for row in rows]
+    found = []
+    rk.set_num_threads(threads)
+    try:
+        for container in (list, tuple):
+            shaped = [row if row is None else container(row) for row in rows]
+            [one] = _native._columns_from_rows([(_object_array(shaped) if as_objects else shaped, 0, None)])
+            found.append(_found_as_lists(one))
+    finally:
+        rk.set_num_threads(None)
+    assert found[0] == found[1]
+
+
 def test_columns_read_together_raise_the_first_columns_error_and_leave_the_rest_unread() -> None:
     # Several columns read at once: each column's own result, as it would be
     # alone; after a column that raises, the later ones are not read (None).

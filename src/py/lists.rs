@@ -111,6 +111,90 @@ enum Values {
 /// Why a column cannot take the fast path: the caller's general path decides.
 struct Unusual;
 
+/// Values of one kind as [`Column::push_exact_lists`] appends them: how many,
+/// and dropping those after the first `len` (a row's, where one of its
+/// values could not be taken).
+trait Appended {
+    fn count(&self) -> usize;
+    fn keep(&mut self, len: usize);
+}
+
+impl<T> Appended for Vec<T> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn keep(&mut self, len: usize) {
+        self.truncate(len);
+    }
+}
+
+/// A column's strings, Arrow-style (see [`append_string`]).
+struct Strings<'a> {
+    offsets: &'a mut Vec<i64>,
+    data: &'a mut Vec<u8>,
+}
+
+impl Appended for Strings<'_> {
+    fn count(&self) -> usize {
+        self.offsets.len() - 1
+    }
+    fn keep(&mut self, len: usize) {
+        self.offsets.truncate(len + 1);
+        self.data.truncate(self.offsets[len] as usize);
+    }
+}
+
+/// Rows `..to` of an item array, as [`Column::push_exact_lists`] reads them.
+#[derive(Clone, Copy)]
+struct ListRows {
+    items: *const *mut ffi::PyObject,
+    to: usize,
+}
+
+impl ListRows {
+    /// Takes rows from `from` on while each is a list (of exactly one value
+    /// where `splits` is None) whose every value `take` appends to `values`;
+    /// returns the first row it did not take, whose values it drops.
+    ///
+    /// # Safety
+    /// As for [`Column::push_exact_lists`]; `take` runs no Python code.
+    #[inline(always)]
+    unsafe fn take<V: Appended>(
+        self,
+        from: usize,
+        values: &mut V,
+        splits: &mut Option<Vec<i64>>,
+        present: &mut Option<Vec<bool>>,
+        mut take: impl FnMut(&mut V, *mut ffi::PyObject) -> bool,
+    ) -> usize {
+        let mut i = from;
+        while i < self.to {
+            let row = *self.items.add(i);
+            if ffi::PyList_CheckExact(row) == 0 {
+                break;
+            }
+            let count = ffi::PyList_GET_SIZE(row) as usize;
+            if count != 1 && splits.is_none() {
+                break; // the first row of other than one value: `push_row` starts the splits
+            }
+            let row_items = (*row.cast::<ffi::PyListObject>()).ob_item;
+            let before = values.count();
+            if !(0..count).all(|k| take(values, *row_items.add(k))) {
+                values.keep(before);
+                break;
+            }
+            if let Some(splits) = splits {
+                splits.push(values.count() as i64);
+            }
+            if let Some(present) = present {
+                present.push(true);
+            }
+            i += 1;
+        }
+        i
+    }
+}
+
 /// Bytes of strings copied into one buffer at most: beyond, the general path,
 /// which keeps references to the Python objects, writes without a second copy
 /// of large values (images) in memory.
@@ -604,7 +688,7 @@ impl Column {
         let mut i = from;
         loop {
             let next = self.push_scalars::<false>(item, i, to);
-            let next = self.push_sole_items(rows, next, to);
+            let next = self.push_exact_lists(rows, next, to);
             let next = self.push_list_rows::<false>(item, next, to);
             if next == i || next == to {
                 return next;
@@ -690,85 +774,68 @@ impl Column {
         i
     }
 
-    /// Reads rows from `from` on while each is a list holding exactly one
-    /// value of the column's kind, in a column of one value per row so far:
-    /// `[[1], [2], ...]`, one list object a row, read as tightly as
-    /// [`Column::push_scalars`] reads plain values (149 instructions a row
-    /// through [`Column::push_list_rows`]'s general loop). Only what lies in
-    /// the objects is read, as detached (small ints, floats, `bytes`, ASCII
-    /// `str`); a row that needs more, or any other row, ends the run, which
-    /// the general loops then read (or reject, or name in an error).
+    /// Reads rows from `from` on while each is a list of values of the
+    /// column's kind, as tightly as [`Column::push_scalars`] reads plain
+    /// values: one list object a row, `[[1], [2], ...]`, or lists of any
+    /// length once the column has row splits (`[[1, 2], [], ...]`). Through
+    /// [`Column::push_list_rows`]'s general loop a row of one int took 149
+    /// instructions, here 42. Only what lies in the objects is read, as
+    /// detached (small ints, floats, `bytes`, ASCII `str`): a row that needs
+    /// more, or any other row (a tuple, None, a bare value), ends the run, and
+    /// the general loops read it (or reject it, or name it in an error).
+    /// Returns the first row it did not take.
     ///
     /// # Safety
     /// `rows` is of a live list or object array, and the GIL is held by this
     /// thread or as [`read_columns`] holds it. Nothing here runs Python code
-    /// or sets an error, so the container cannot change during the run: its
-    /// items are read from its item array as it is at the start.
-    unsafe fn push_sole_items(&mut self, rows: Rows, from: usize, to: usize) -> usize {
-        if self.splits.is_some() || self.present.is_some() {
-            return from;
-        }
+    /// or sets an error, so no container changes during the run: the items
+    /// are read from the item arrays as they are at its start.
+    unsafe fn push_exact_lists(&mut self, rows: Rows, from: usize, to: usize) -> usize {
         let (items, valid) = rows.items();
-        let to = to.min(valid);
-        // Row `i`'s one value, or null where it is not a list of exactly one.
-        let sole = |i: usize| {
-            let row = *items.add(i);
-            if ffi::PyList_CheckExact(row) != 0 && ffi::PyList_GET_SIZE(row) == 1 {
-                ffi::PyList_GET_ITEM(row, 0)
-            } else {
-                std::ptr::null_mut()
-            }
+        let rows = ListRows {
+            items,
+            to: to.min(valid),
         };
         let layout = self.layout;
-        let mut i = from;
-        match &mut self.values {
-            Values::None(_) | Values::Array { .. } => {}
-            Values::Int(values) => {
-                while i < to {
-                    let value = sole(i);
-                    if value.is_null() {
-                        break;
-                    } else if ffi::PyLong_CheckExact(value) != 0 {
-                        let Some(int) = layout.small(value) else {
-                            break;
-                        };
-                        values.push(int);
-                    } else if ffi::PyBool_Check(value) != 0 {
-                        values.push(i64::from(value == ffi::Py_True()));
-                    } else {
-                        break;
-                    }
-                    i += 1;
-                }
-            }
-            Values::Float(values) => {
-                while i < to {
-                    let value = sole(i);
-                    if value.is_null() || ffi::PyFloat_CheckExact(value) == 0 {
-                        break;
-                    }
-                    values.push(ffi::PyFloat_AS_DOUBLE(value));
-                    i += 1;
-                }
-            }
-            Values::Bytes { offsets, data } => {
-                while i < to {
-                    let value = sole(i);
-                    if value.is_null() {
-                        break;
-                    }
-                    let Some(bytes) = exact_string::<false>(value) else {
-                        break;
+        let Column {
+            values,
+            splits,
+            present,
+            ..
+        } = self;
+        let taken = match values {
+            Values::Int(values) => rows.take(from, values, splits, present, |values, value| {
+                if ffi::PyLong_CheckExact(value) != 0 {
+                    let Some(int) = layout.small(value) else {
+                        return false;
                     };
-                    if append_string(offsets, data, bytes).is_err() {
-                        break;
-                    }
-                    i += 1;
+                    values.push(int);
+                } else if ffi::PyBool_Check(value) != 0 {
+                    values.push(i64::from(value == ffi::Py_True()));
+                } else {
+                    return false;
                 }
+                true
+            }),
+            Values::Float(values) => rows.take(from, values, splits, present, |values, value| {
+                let float = ffi::PyFloat_CheckExact(value) != 0;
+                if float {
+                    values.push(ffi::PyFloat_AS_DOUBLE(value));
+                }
+                float
+            }),
+            Values::Bytes { offsets, data } => {
+                let mut strings = Strings { offsets, data };
+                rows.take(from, &mut strings, splits, present, |strings, value| {
+                    exact_string::<false>(value).is_some_and(|bytes| {
+                        append_string(strings.offsets, strings.data, bytes).is_ok()
+                    })
+                })
             }
-        }
-        self.rows += i - from;
-        i
+            Values::None(_) | Values::Array { .. } => from,
+        };
+        self.rows += taken - from;
+        taken
     }
 
     /// Reads rows from `from` on while each is a list or tuple of values of
@@ -886,7 +953,7 @@ impl Column {
         let mut i = from;
         while i < len {
             i = self.push_scalars::<true>(item, i, len);
-            i = self.push_sole_items(rows, i, len);
+            i = self.push_exact_lists(rows, i, len);
             i = self.push_list_rows::<true>(item, i, len);
             if i == len {
                 break;
