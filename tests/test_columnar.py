@@ -499,6 +499,36 @@ def test_rows_that_are_numpy_arrays_keep_their_dtype(tmp_path: Path) -> None:
     assert [d.tolist() for d in decoded] == [[1, -2], [0, 2, 4], [7]]
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["int64", "float32", "int32"]),
+       st.lists(st.tuples(st.integers(0, 4_999), st.sampled_from(["int16", "strided", "2-D", "0-d", "empty",
+                                                                  "masked", "None"])), max_size=4))
+def test_rows_of_numpy_arrays_are_their_values_joined(seed, dtype, unusual) -> None:
+    # Rows that are arrays of one dtype object are copied by a loop of their
+    # own: the values joined, in their dtype, with splits (none while each of
+    # the first rows holds one value); an empty row of any dtype adds nothing;
+    # rows of another dtype, strided, or masked leave the column to the general path.
+    rng = np.random.default_rng(seed)
+    ones = int(rng.integers(0, 50))
+    rows = [np.array(rng.integers(-9, 9, 1 if i < ones else int(rng.integers(0, 5)))).astype(dtype) for i in range(5_000)]
+    for at, kind in unusual:
+        rows[at] = {"int16": np.array([1, 2], np.int16), "strided": np.arange(6).astype(dtype)[::2],
+                    "2-D": np.arange(6).astype(dtype).reshape(2, 3), "0-d": np.array(5).astype(dtype),
+                    "empty": np.array([]), "masked": np.ma.array([1, 2], dtype=dtype), "None": None}[kind]
+    found = _column_from_rows(rows)
+    given = [r for r in rows if r is not None]
+    if any(r.size and (r.dtype != np.dtype(dtype) or not r.flags.c_contiguous or type(r) is not np.ndarray)
+           for r in given):
+        assert found is None
+        return
+    kind, (data, found_dtype), splits, present = found
+    assert kind == "array" and found_dtype == np.dtype(dtype)
+    assert np.frombuffer(data.tobytes(), dtype).tolist() == [v for r in given for v in r.ravel().tolist()]
+    sizes = [0 if r is None else r.size for r in rows]
+    assert (splits.tolist() if splits is not None else list(range(len(rows) + 1))) == np.cumsum([0] + sizes).tolist()
+    assert (present.tolist() if present is not None else [True] * len(rows)) == [r is not None for r in rows]
+
+
 @pytest.mark.parametrize("shape", ["column", "rows", "2-D"])
 def test_a_masked_value_is_refused_naming_its_row(tmp_path: Path, shape: str) -> None:
     # The value under a mask is not data: writing it would store what the mask
