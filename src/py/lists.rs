@@ -213,7 +213,8 @@ fn append_string(offsets: &mut Vec<i64>, data: &mut Vec<u8>, value: &[u8]) -> Re
 }
 
 /// The bytes of an exact `bytes` object, or the UTF-8 form of an exact `str`
-/// (cached in the object); None for any other object, and for a `str` with no
+/// (its characters where it is stored compact and ASCII, else cached in the
+/// object by a call); None for any other object, and for a `str` with no
 /// UTF-8 form (lone surrogates), whose `UnicodeEncodeError` is then set.
 /// Detached (`ATTACHED` false), only what lies in the object as it is: a
 /// `bytes`, or a `str` stored compact and ASCII (its characters are its
@@ -230,10 +231,10 @@ unsafe fn exact_string<'a, const ATTACHED: bool>(item: *mut ffi::PyObject) -> Op
         start = ffi::PyBytes_AS_STRING(item).cast_mut();
         size = ffi::Py_SIZE(item);
     } else if ffi::PyUnicode_CheckExact(item) != 0 {
-        if ATTACHED {
+        // Read in place where the characters are their UTF-8, without a call.
+        (start, size) = compact_ascii(item);
+        if start.is_null() && ATTACHED {
             start = ffi::PyUnicode_AsUTF8AndSize(item, &mut size).cast_mut();
-        } else {
-            (start, size) = compact_ascii(item);
         }
     }
     (!start.is_null()).then(|| std::slice::from_raw_parts(start.cast::<u8>(), size as usize))
