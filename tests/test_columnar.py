@@ -389,6 +389,29 @@ _UNUSUAL_VALUES = {kind: [v for v in values if v is not None and not isinstance(
 _UNUSUAL_VALUES["int"].append(False)
 
 
+def _values_with_unusual(seed: int, kind: str, count: int, unusual: list, extra: tuple = ()) -> tuple[np.random.Generator, list]:
+    """``count`` plain values of ``kind`` with, at each ``(row, which)`` of ``unusual``,
+    one of the values the fast loops leave to the general step (or of ``extra``)."""
+    rng = np.random.default_rng(seed)
+    values = [_PLAIN_ROWS[kind](rng, i) for i in range(count)]
+    choices = _UNUSUAL_VALUES[kind] + list(extra)
+    for at, which in unusual:
+        values[at] = choices[which % len(choices)]
+    return rng, values
+
+
+def _read_each(sources: list, as_objects: bool, threads: int) -> list:
+    """What ``_columns_from_rows`` finds of each source, read alone on ``threads`` threads."""
+    from recordkit import _native
+
+    rk.set_num_threads(threads)
+    try:
+        return [_found_as_lists(_native._columns_from_rows([(_object_array(rows) if as_objects else rows, 0, None)])[0])
+                for rows in sources]
+    finally:
+        rk.set_num_threads(None)
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(sorted(_PLAIN_ROWS)), st.booleans(),
        st.lists(st.tuples(st.integers(0, 39_999), st.integers(0, 9)), max_size=4), st.sampled_from([1, 2]))
@@ -396,21 +419,9 @@ def test_rows_of_one_value_in_a_list_read_as_the_values_themselves(seed, kind, a
     # [[a], [b], ...] is read by a loop of its own: the same values, and the
     # same error at the same row, as [a, b, ...], wherever values it cannot
     # take (large ints, non-ASCII str, a float among ints, a bool) fall.
-    from recordkit import _native
-
-    rng = np.random.default_rng(seed)
-    values = [_PLAIN_ROWS[kind](rng, i) for i in range(40_000)]
-    for at, which in unusual:
-        choices = _UNUSUAL_VALUES[kind]
-        values[at] = choices[which % len(choices)]
-    listed = [[value] for value in values]
-    rk.set_num_threads(threads)
-    try:
-        [flat], [nested] = (_native._columns_from_rows([(_object_array(rows) if as_objects else rows, 0, None)])
-                            for rows in (values, listed))
-    finally:
-        rk.set_num_threads(None)
-    assert _found_as_lists(nested) == _found_as_lists(flat)
+    _, values = _values_with_unusual(seed, kind, 40_000, unusual)
+    flat, nested = _read_each([values, [[value] for value in values]], as_objects, threads)
+    assert nested == flat
 
 
 @settings(max_examples=30, deadline=None)
@@ -421,27 +432,14 @@ def test_rows_of_lists_read_as_rows_of_tuples(seed, kind, as_objects, unusual, t
     # a loop of their own, tuples by the general one: the same values, splits
     # and presence, and the same error at the same row, wherever values the
     # loop cannot take fall, and rows of None.
-    from recordkit import _native
-
-    rng = np.random.default_rng(seed)
-    values = [_PLAIN_ROWS[kind](rng, i) for i in range(100_000)]
-    for at, which in unusual:
-        choices = _UNUSUAL_VALUES[kind] + [None]
-        values[at] = choices[which % len(choices)]
+    rng, values = _values_with_unusual(seed, kind, 100_000, unusual, extra=(None,))
     ends = np.cumsum(np.where(np.arange(30_000) < int(rng.integers(0, 100)), 1, rng.integers(0, 6, 30_000)))
     ends = ends[ends <= len(values)]
     rows = [values[a:b] for a, b in zip(np.r_[0, ends[:-1]], ends)]
     rows = [None if None in row else row for row in rows]
-    found = []
-    rk.set_num_threads(threads)
-    try:
-        for container in (list, tuple):
-            shaped = [row if row is None else container(row) for row in rows]
-            [one] = _native._columns_from_rows([(_object_array(shaped) if as_objects else shaped, 0, None)])
-            found.append(_found_as_lists(one))
-    finally:
-        rk.set_num_threads(None)
-    assert found[0] == found[1]
+    as_lists, as_tuples = _read_each([[row if row is None else shape(row) for row in rows] for shape in (list, tuple)],
+                                     as_objects, threads)
+    assert as_lists == as_tuples
 
 
 def test_columns_read_together_raise_the_first_columns_error_and_leave_the_rest_unread() -> None:
