@@ -874,7 +874,6 @@ class _TableSink(_Sink):
     def _arrow_from_offsets(self, name: str, info: _ColumnInfo, values: tuple[np.ndarray, np.ndarray], value_type: Any,
                             splits: np.ndarray, mask: np.ndarray | None, rows: int) -> Any:
         """A byte-string column from its offsets and data buffers, with no Python object per value."""
-
         pa = self.pa
         offsets, data = values
         flat = pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1,

@@ -324,11 +324,13 @@ def numpy_to_arrow(values: np.ndarray, type: "pa.DataType | None" = None, mask: 
     first table. Numbers share ``values``' memory where it is contiguous."""
     import pyarrow as pa
 
-    kind = values.dtype.kind if isinstance(values, np.ndarray) and values.ndim == 1 else ""
-    arrow_type = pa.from_numpy_dtype(values.dtype) if kind in "iufb" and kind and values.dtype.isnative else None
-    if arrow_type is None or (type is not None and type != arrow_type):
+    if not (isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in ("i", "u", "f", "b")
+            and values.dtype.isnative):
         return pa.array(values, type, mask=mask)
-    if kind == "b":
+    arrow_type = pa.from_numpy_dtype(values.dtype)
+    if type is not None and type != arrow_type:
+        return pa.array(values, type, mask=mask)
+    if values.dtype.kind == "b":
         data = pa.py_buffer(np.packbits(values, bitorder="little"))
     else:
         data = pa.py_buffer(np.ascontiguousarray(values))
