@@ -703,7 +703,7 @@ def test_numpy_to_arrow_is_pa_array(dtype: str, data: st.DataObject) -> None:
             values = np.nan_to_num(values)  # Arrow's equals never finds NaN equal
     if data.draw(st.booleans()):
         values = np.repeat(values, 2)[::2]  # not contiguous: a view with a stride
-    mask = data.draw(st.none() | st.lists(st.booleans(), min_size=len(values), max_size=len(values)).map(np.array))
+    mask = data.draw(st.none() | st.lists(st.booleans(), min_size=len(values), max_size=len(values)).map(lambda m: np.array(m, bool)))
     got, want = numpy_to_arrow(values, mask=mask), pa.array(values, mask=mask)
     got.validate(full=True)
     assert got.type == want.type
