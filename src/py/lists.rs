@@ -157,7 +157,8 @@ impl ListRows {
     /// returns the first row it did not take, whose values it drops.
     ///
     /// # Safety
-    /// As for [`Column::push_exact_lists`]; `take` runs no Python code.
+    /// As for [`Column::push_exact_lists`]; `take` runs no Python code, and
+    /// where it returns false (the run ends) it may have set an error.
     #[inline(always)]
     unsafe fn take<V: Appended>(
         self,
@@ -689,7 +690,7 @@ impl Column {
         let mut i = from;
         loop {
             let next = self.push_scalars::<false>(item, i, to);
-            let next = self.push_exact_lists(rows, next, to);
+            let next = self.push_exact_lists::<false>(rows, next, to);
             let next = self.push_list_rows::<false>(item, next, to);
             if next == i || next == to {
                 return next;
@@ -780,18 +781,25 @@ impl Column {
     /// values: one list object a row, `[[1], [2], ...]`, or lists of any
     /// length once the column has row splits (`[[1, 2], [], ...]`). Through
     /// [`Column::push_list_rows`]'s general loop a row of one int took 149
-    /// instructions, here 42. Only what lies in the objects is read, as
-    /// detached (small ints, floats, `bytes`, ASCII `str`): a row that needs
-    /// more, or any other row (a tuple, None, a bare value), ends the run, and
-    /// the general loops read it (or reject it, or name it in an error).
-    /// Returns the first row it did not take.
+    /// instructions, here 42. `ATTACHED` as for [`Column::push_scalars`]:
+    /// detached, a large int or a `str` that is not ASCII ends the run. Any
+    /// other row (a tuple, None, a bare value) ends it too, and the general
+    /// loops read it (or reject it, or name it in an error). Returns the
+    /// first row it did not take.
     ///
     /// # Safety
     /// `rows` is of a live list or object array, and the GIL is held by this
-    /// thread or as [`read_columns`] holds it. Nothing here runs Python code
-    /// or sets an error, so no container changes during the run: the items
-    /// are read from the item arrays as they are at its start.
-    unsafe fn push_exact_lists(&mut self, rows: Rows, from: usize, to: usize) -> usize {
+    /// thread or as [`read_columns`] holds it. The items are read from the
+    /// item arrays as they are at the run's start: nothing here runs Python
+    /// code, so no container changes, until a call fails and sets an error
+    /// (creating it may collect garbage, whose finalizers may change a
+    /// container), which ends the run before another item is read.
+    unsafe fn push_exact_lists<const ATTACHED: bool>(
+        &mut self,
+        rows: Rows,
+        from: usize,
+        to: usize,
+    ) -> usize {
         let (items, valid) = rows.items();
         let rows = ListRows {
             items,
@@ -807,7 +815,8 @@ impl Column {
         let taken = match values {
             Values::Int(values) => rows.take(from, values, splits, present, |values, value| {
                 if ffi::PyLong_CheckExact(value) != 0 {
-                    let Some(int) = layout.small(value) else {
+                    let Some(int) = exact_int::<ATTACHED>(value, layout) else {
+                        clear_error::<ATTACHED>(); // too large: `push_row` raises it
                         return false;
                     };
                     values.push(int);
@@ -828,9 +837,11 @@ impl Column {
             Values::Bytes { offsets, data } => {
                 let mut strings = Strings { offsets, data };
                 rows.take(from, &mut strings, splits, present, |strings, value| {
-                    exact_string::<false>(value).is_some_and(|bytes| {
-                        append_string(strings.offsets, strings.data, bytes).is_ok()
-                    })
+                    let Some(bytes) = exact_string::<ATTACHED>(value) else {
+                        clear_error::<ATTACHED>(); // not a string, or no UTF-8: `push_row` decides
+                        return false;
+                    };
+                    append_string(strings.offsets, strings.data, bytes).is_ok()
                 })
             }
             Values::None(_) | Values::Array { .. } => from,
@@ -1028,7 +1039,7 @@ impl Column {
         let mut i = from;
         while i < len {
             i = self.push_scalars::<true>(item, i, len);
-            i = self.push_exact_lists(rows, i, len);
+            i = self.push_exact_lists::<true>(rows, i, len);
             i = self.push_array_rows(rows, i, len);
             i = self.push_list_rows::<true>(item, i, len);
             if i == len {
