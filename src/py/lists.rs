@@ -25,68 +25,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-/// How far ahead [`prefetch_rows_ahead`] works, in rows, per stage: a row's
-/// list object is asked for `3 * PREFETCH_AHEAD` rows ahead, its item array
-/// `2 *` ahead, its values `1 *` ahead. At 3-5 ns a row in cache, 64 rows are
-/// a few hundred nanoseconds: more than a load from memory takes (16 and 32
-/// were measured slower).
-const PREFETCH_AHEAD: usize = 64;
-
-/// Asks the CPU to start loading the cache line at `p` (x86-64 only; elsewhere
-/// nothing). A prefetch is a hint: it never faults, whatever the address.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    // SAFETY: SSE, which the intrinsic requires, is part of every x86-64
-    // CPU; and a prefetch reads nothing a program can see.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// Starts loading what rows ahead of row `i` (of `len`) will need, when they
-/// are lists: rows of lists hold each value three pointers away (the column's
-/// item, the row's item array, the value), and the hardware does not follow
-/// pointers. A row's first and last values are asked for: short rows'
-/// values lie together, one or two cache lines.
-///
-/// Measured, 1 M rows read out of cache (ns a row, without -> with): one
-/// int in a list 8.1 -> 5.7, one `bytes` 10.8 -> 6.8, 3 floats 15.0 -> 10.2,
-/// 0-5 ints 19.9 -> 18.4. The same rows in cache cost 1.5-2 ns more, which
-/// only small writes, whose columns may still be in cache, pay.
-///
-/// # Safety
-/// As for [`Column::push_scalars`]: `item(k)` is a live object or null for
-/// every `k < len`, and nothing runs that could change them.
-#[inline(always)]
-unsafe fn prefetch_rows_ahead(item: &impl Fn(usize) -> *mut ffi::PyObject, i: usize, len: usize) {
-    if i + 3 * PREFETCH_AHEAD < len {
-        prefetch(item(i + 3 * PREFETCH_AHEAD));
-    }
-    // The stages below read the headers the stage before asked for.
-    let list_at = |k: usize| {
-        let row = if k < len {
-            item(k)
-        } else {
-            std::ptr::null_mut()
-        };
-        (!row.is_null() && ffi::PyList_CheckExact(row) != 0)
-            .then_some(row.cast::<ffi::PyListObject>())
-    };
-    if let Some(row) = list_at(i + 2 * PREFETCH_AHEAD) {
-        prefetch((*row).ob_item);
-    }
-    if let Some(row) = list_at(i + PREFETCH_AHEAD) {
-        let size = (*row).ob_base.ob_size;
-        if size > 0 {
-            prefetch(*(*row).ob_item);
-            prefetch(*(*row).ob_item.offset(size - 1));
-        }
-    }
-}
-
 /// The values seen so far, of one kind; ints become floats when a float
 /// joins them, as NumPy would promote them.
 enum Values {
@@ -152,8 +90,8 @@ struct ListRows {
 }
 
 impl ListRows {
-    /// Takes rows from `from` on while each is a list (of exactly one value
-    /// where `splits` is None) whose every value `take` appends to `values`;
+    /// Takes rows from `from` on while each is a list or tuple (of exactly
+    /// one value where `splits` is None) whose every value `take` appends to `values`;
     /// returns the first row it did not take, whose values it drops.
     ///
     /// # Safety
@@ -171,14 +109,19 @@ impl ListRows {
         let mut i = from;
         while i < self.to {
             let row = *self.items.add(i);
-            if ffi::PyList_CheckExact(row) == 0 {
+            // A list's items are an array it points to; a tuple's follow its header.
+            let (row_items, count) = if ffi::PyList_CheckExact(row) != 0 {
+                let list = &*row.cast::<ffi::PyListObject>();
+                (list.ob_item.cast_const(), list.ob_base.ob_size as usize)
+            } else if ffi::PyTuple_CheckExact(row) != 0 {
+                let tuple = &*row.cast::<ffi::PyTupleObject>();
+                (tuple.ob_item.as_ptr(), tuple.ob_base.ob_size as usize)
+            } else {
                 break;
-            }
-            let count = ffi::PyList_GET_SIZE(row) as usize;
+            };
             if count != 1 && splits.is_none() {
                 break; // the first row of other than one value: `push_row` starts the splits
             }
-            let row_items = (*row.cast::<ffi::PyListObject>()).ob_item;
             let before = values.count();
             if !(0..count).all(|k| take(values, *row_items.add(k))) {
                 values.keep(before);
@@ -519,20 +462,6 @@ impl Values {
         Ok(())
     }
 
-    /// Drops the values after the first `len`.
-    fn truncate(&mut self, len: usize) {
-        match self {
-            Values::None(_) => {}
-            Values::Int(v) => v.truncate(len),
-            Values::Float(v) => v.truncate(len),
-            Values::Bytes { offsets, data } => {
-                offsets.truncate(len + 1);
-                data.truncate(offsets[len] as usize);
-            }
-            Values::Array { itemsize, data, .. } => data.truncate(len * *itemsize),
-        }
-    }
-
     fn len(&self) -> usize {
         match self {
             Values::None(_) => 0,
@@ -691,7 +620,6 @@ impl Column {
         loop {
             let next = self.push_scalars::<false>(item, i, to);
             let next = self.push_exact_lists::<false>(rows, next, to);
-            let next = self.push_list_rows::<false>(item, next, to);
             if next == i || next == to {
                 return next;
             }
@@ -776,16 +704,18 @@ impl Column {
         i
     }
 
-    /// Reads rows from `from` on while each is a list of values of the
-    /// column's kind, as tightly as [`Column::push_scalars`] reads plain
+    /// Reads rows from `from` on while each is a list or tuple of values of
+    /// the column's kind, as tightly as [`Column::push_scalars`] reads plain
     /// values: one list object a row, `[[1], [2], ...]`, or lists of any
-    /// length once the column has row splits (`[[1, 2], [], ...]`). Through
-    /// [`Column::push_list_rows`]'s general loop a row of one int took 149
-    /// instructions, here 42. `ATTACHED` as for [`Column::push_scalars`]:
-    /// detached, a large int or a `str` that is not ASCII ends the run. Any
-    /// other row (a tuple, None, a bare value) ends it too, and the general
-    /// loops read it (or reject it, or name it in an error). Returns the
-    /// first row it did not take.
+    /// length once the column has row splits (`[[1, 2], [], ...]`): 42
+    /// instructions a row of one int (149 in the loop this replaced, which
+    /// asked each item through a closure and loaded rows ahead; the
+    /// look-ahead gained nothing here). `ATTACHED` as for
+    /// [`Column::push_scalars`]: detached, a large int or a `str` that is not
+    /// ASCII ends the run. Any other row (None, a bare value, a value of
+    /// another kind) ends it too, and [`Column::push_row`] reads it (or
+    /// rejects it, or names it in an error). Returns the first row it did
+    /// not take.
     ///
     /// # Safety
     /// `rows` is of a live list or object array, and the GIL is held by this
@@ -924,106 +854,6 @@ impl Column {
         i
     }
 
-    /// Reads rows from `from` on while each is a list or tuple of values of
-    /// the column's kind (ints, floats or strings), in a loop with one type
-    /// check a value, as [`Column::push_scalars`] reads rows of one value:
-    /// nested lists, one list object a row, are the common case of list
-    /// features. Returns the first row it did not take, which
-    /// [`Column::push_row`] then reads (it also starts the row splits, at the
-    /// first row that holds other than one value).
-    ///
-    /// # Safety
-    /// As for [`Column::push_scalars`].
-    unsafe fn push_list_rows<const ATTACHED: bool>(
-        &mut self,
-        item: &impl Fn(usize) -> *mut ffi::PyObject,
-        from: usize,
-        len: usize,
-    ) -> usize {
-        let mut i = from;
-        while i < len {
-            prefetch_rows_ahead(item, i, len);
-            let row = item(i);
-            if row.is_null() {
-                break;
-            }
-            let list = ffi::PyList_CheckExact(row) != 0;
-            if !list && ffi::PyTuple_CheckExact(row) == 0 {
-                break;
-            }
-            let count = if list {
-                ffi::PyList_GET_SIZE(row)
-            } else {
-                ffi::PyTuple_GET_SIZE(row)
-            };
-            if count != 1 && self.splits.is_none() {
-                break;
-            }
-            // Borrowed, within the length read above: nothing here runs
-            // Python code that could change the row.
-            let value = |k: ffi::Py_ssize_t| {
-                if list {
-                    ffi::PyList_GET_ITEM(row, k)
-                } else {
-                    ffi::PyTuple_GET_ITEM(row, k)
-                }
-            };
-            let before = self.values.len();
-            let layout = self.layout;
-            let taken = match &mut self.values {
-                Values::Int(values) => (0..count).all(|k| {
-                    let value = value(k);
-                    if ffi::PyLong_CheckExact(value) != 0 {
-                        match exact_int::<ATTACHED>(value, layout) {
-                            Some(int) => values.push(int),
-                            None => {
-                                clear_error::<ATTACHED>(); // too large: `push_row` raises it
-                                return false;
-                            }
-                        }
-                    } else if ffi::PyBool_Check(value) != 0 {
-                        values.push(i64::from(value == ffi::Py_True()));
-                    } else {
-                        return false;
-                    }
-                    true
-                }),
-                Values::Float(values) => (0..count).all(|k| {
-                    let value = value(k);
-                    let float = ffi::PyFloat_CheckExact(value) != 0;
-                    if float {
-                        values.push(ffi::PyFloat_AS_DOUBLE(value));
-                    }
-                    float
-                }),
-                // Each copied before the next is asked for, while it lives.
-                Values::Bytes { offsets, data } => {
-                    (0..count).all(|k| match exact_string::<ATTACHED>(value(k)) {
-                        Some(bytes) => append_string(offsets, data, bytes).is_ok(),
-                        None => {
-                            clear_error::<ATTACHED>(); // not a string, or no UTF-8: `push_row` decides
-                            false
-                        }
-                    })
-                }
-                Values::None(_) | Values::Array { .. } => false,
-            };
-            if !taken {
-                self.values.truncate(before);
-                break;
-            }
-            self.rows += 1;
-            if let Some(splits) = &mut self.splits {
-                splits.push(self.values.len() as i64);
-            }
-            if let Some(present) = &mut self.present {
-                present.push(true);
-            }
-            i += 1;
-        }
-        i
-    }
-
     /// Reads rows `from..len`, `item(i)` each: None when one does not fit the fast path.
     ///
     /// # Safety
@@ -1041,7 +871,6 @@ impl Column {
             i = self.push_scalars::<true>(item, i, len);
             i = self.push_exact_lists::<true>(rows, i, len);
             i = self.push_array_rows(rows, i, len);
-            i = self.push_list_rows::<true>(item, i, len);
             if i == len {
                 break;
             }
