@@ -9,6 +9,7 @@
 //! Encoding is protobuf's deterministic serialization: map keys sorted
 //! byte-wise, repeated scalars packed, empty lists as empty messages.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::wire::{
@@ -793,14 +794,9 @@ impl<'a> Values<'a> {
             Values::Int32(v) => v
                 .iter()
                 .fold(at, |at, &x| put_varint_at(out, at, i64::from(x) as u64)),
-            Values::Int64(v) => v.iter().fold(at, |at, &x| {
-                if (0..0x80).contains(&x) {
-                    out[at] = x as u8;
-                    at + 1
-                } else {
-                    put_varint_at(out, at, x as u64)
-                }
-            }),
+            Values::Int64(v) => v
+                .iter()
+                .fold(at, |at, &x| put_short_varint_at(out, at, x as u64)),
             Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => {
                 unreachable!("byte strings are not packed")
             }
@@ -1017,17 +1013,34 @@ fn bytes_entry_sizes(layout: &EntryLayout, len: usize) -> (usize, usize, usize) 
 /// `memcpy` call), whose tail the next field then overwrites.
 pub const ROW_SLACK: usize = 32;
 
-/// Prefix bytes, stored padded to [`ROW_SLACK`] for the fixed-size copy.
+/// Prefix bytes, stored padded to [`ROW_SLACK`] for the fixed-size copy, in
+/// the plan itself (one load less a copy than behind a pointer) unless longer.
 struct Prefix {
-    bytes: Vec<u8>,
+    block: [u8; ROW_SLACK],
+    long: Vec<u8>,
     len: usize,
 }
 
 impl Prefix {
-    fn new(mut bytes: Vec<u8>) -> Self {
+    fn new(bytes: Vec<u8>) -> Self {
         let len = bytes.len();
-        bytes.resize(len.max(ROW_SLACK), 0);
-        Prefix { bytes, len }
+        let mut block = [0; ROW_SLACK];
+        let long = if len <= ROW_SLACK {
+            block[..len].copy_from_slice(&bytes);
+            Vec::new()
+        } else {
+            bytes
+        };
+        Prefix { block, long, len }
+    }
+
+    /// Byte `at` of the prefix, padded with zeros to [`ROW_SLACK`] bytes.
+    fn byte(&self, at: usize) -> u8 {
+        if self.len <= ROW_SLACK {
+            self.block[at]
+        } else {
+            self.long[at]
+        }
     }
 
     /// Writes the prefix at `out[pos..]`, which has `ROW_SLACK` bytes to
@@ -1035,9 +1048,9 @@ impl Prefix {
     #[inline(always)]
     fn put(&self, out: &mut [u8], pos: usize) -> usize {
         if self.len <= ROW_SLACK {
-            out[pos..pos + ROW_SLACK].copy_from_slice(&self.bytes[..ROW_SLACK]);
+            out[pos..pos + ROW_SLACK].copy_from_slice(&self.block);
         } else {
-            out[pos..pos + self.len].copy_from_slice(&self.bytes[..self.len]);
+            out[pos..pos + self.len].copy_from_slice(&self.long);
         }
         pos + self.len
     }
@@ -1052,6 +1065,21 @@ fn put_varint_at(out: &mut [u8], mut pos: usize, mut value: u64) -> usize {
     }
     out[pos] = value as u8;
     pos + 1
+}
+
+/// [`put_varint_at`], with the values of one and two bytes (most counts,
+/// ids and tags) each stored without a loop.
+#[inline(always)]
+fn put_short_varint_at(out: &mut [u8], pos: usize, value: u64) -> usize {
+    if value < 0x80 {
+        out[pos] = value as u8;
+        pos + 1
+    } else if value < 0x4000 {
+        out[pos..pos + 2].copy_from_slice(&[value as u8 | 0x80, (value >> 7) as u8]);
+        pos + 2
+    } else {
+        put_varint_at(out, pos, value)
+    }
 }
 
 /// A column to encode: its values, and which of them each row holds.
@@ -1124,8 +1152,9 @@ pub struct RowPlan<'a> {
 /// One column's values with the bytes prepared for them.
 enum PlannedColumn<'a> {
     /// Floats, the same number in every row (one, or a 2-D array's width):
-    /// the entry is a constant prefix and the packed values.
-    Float(Prefix, &'a [f32], usize),
+    /// the entry is a constant prefix and the packed values, whose bytes
+    /// ([`float_bytes`]) are copied as they are.
+    Float(Prefix, Cow<'a, [u8]>, usize),
     /// Prefixes for varint lengths 1 to 10 (index 0 unused).
     Int64(Vec<Prefix>, &'a [i64]),
     Bytes(BytesPlan, &'a [&'a [u8]]),
@@ -1146,6 +1175,9 @@ struct ListPlan<'a> {
     empty: Prefix,
     key: Prefix,
     column: ColumnValues<'a>,
+    /// The column's values where they are int64s (tags, ids): their rows
+    /// take a path of their own, without [`Values`]' match per row.
+    ints: Option<&'a [i64]>,
 }
 
 impl<'a> ListPlan<'a> {
@@ -1163,6 +1195,10 @@ impl<'a> ListPlan<'a> {
             empty: Prefix::new(empty),
             key: Prefix::new(layout.key_field.clone()),
             column,
+            ints: match column.values {
+                Values::Int64(ints) => Some(ints),
+                _ => None,
+            },
         }
     }
 
@@ -1173,6 +1209,17 @@ impl<'a> ListPlan<'a> {
         let column = &self.column;
         if column.present.is_some_and(|present| !present[row]) {
             return pos;
+        }
+        if let Some(ints) = self.ints {
+            let ints = &ints[column.splits[row] as usize..column.splits[row + 1] as usize];
+            if ints.is_empty() {
+                return self.empty.put(out, pos);
+            }
+            let packed = ints.iter().map(|&x| varint_len(x as u64)).sum();
+            let at = self.packed.put_prefix(out, pos, packed);
+            return ints
+                .iter()
+                .fold(at, |at, &x| put_short_varint_at(out, at, x as u64));
         }
         let values = column
             .values
@@ -1227,7 +1274,7 @@ impl BytesPlan {
         if short.len <= ROW_SLACK {
             for len in 0..short_below {
                 let start = prefixes.len();
-                prefixes.extend_from_slice(&short.bytes[..ROW_SLACK]);
+                prefixes.extend_from_slice(&short.block);
                 for offset in length_at {
                     prefixes[start + offset] += len as u8;
                 }
@@ -1272,7 +1319,7 @@ impl BytesPlan {
             // Stored, not added in place: reading back a byte of the block
             // just stored stalls store forwarding (it was 10% of the time).
             for offset in self.length_at {
-                out[pos + offset] = self.short.bytes[offset] + len as u8;
+                out[pos + offset] = self.short.byte(offset) + len as u8;
             }
             end
         } else {
@@ -1324,6 +1371,21 @@ fn fixed_cell(data: &[u8], width: usize, mask: u128, row: usize) -> (&[u8], &[u8
 /// The most bytes a varint takes.
 const MAX_VARINT: usize = 10;
 
+/// `floats` as a packed FloatList holds them: little-endian, back to back.
+fn float_bytes(floats: &[f32]) -> Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        // SAFETY: the bytes are those of `floats` (`size_of_val` of them),
+        // borrowed for as long as it is: an `f32` has no padding and any
+        // byte is a valid `u8`, whose alignment (1) every address meets.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(floats.as_ptr().cast::<u8>(), size_of_val(floats))
+        };
+        Cow::Borrowed(bytes)
+    } else {
+        Cow::Owned(floats.iter().flat_map(|x| x.to_le_bytes()).collect())
+    }
+}
+
 impl<'a> RowPlan<'a> {
     /// The plan for `columns` under `layouts` (both in key order); with
     /// `wrap`, rows are Examples, else bare feature maps.
@@ -1347,7 +1409,7 @@ impl<'a> RowPlan<'a> {
                     (Some((x, width)), _) => {
                         let prefix = Prefix::new(scalar_prefix(layout, 4 * width));
                         let bound = prefix.len + 4 * width;
-                        (PlannedColumn::Float(prefix, x, width), bound)
+                        (PlannedColumn::Float(prefix, float_bytes(x), width), bound)
                     }
                     (_, Some(ScalarValues::Int64(x))) => {
                         let prefixes: Vec<Prefix> = (0..=MAX_VARINT)
@@ -1429,13 +1491,21 @@ impl<'a> RowPlan<'a> {
             pos = match column {
                 PlannedColumn::Float(prefix, x, 1) => {
                     let at = prefix.put(out, pos);
-                    out[at..at + 4].copy_from_slice(&x[row].to_le_bytes());
+                    out[at..at + 4].copy_from_slice(&x[4 * row..4 * row + 4]);
                     at + 4
                 }
                 PlannedColumn::Float(prefix, x, width) => {
                     let at = prefix.put(out, pos);
-                    let values = Values::Float(&x[row * width..(row + 1) * width]);
-                    values.put_packed_at(out, at, 4 * width)
+                    let len = 4 * width;
+                    let start = row * len;
+                    // A short row moves as one 16-byte block where the values
+                    // go on that far (the next field overwrites the excess).
+                    if len <= 16 && x.len() >= start + 16 {
+                        out[at..at + 16].copy_from_slice(&x[start..start + 16]);
+                    } else {
+                        out[at..at + len].copy_from_slice(&x[start..start + len]);
+                    }
+                    at + len
                 }
                 PlannedColumn::Int64(prefixes, x) => {
                     let value = x[row] as u64;
@@ -1971,6 +2041,23 @@ mod tests {
                 pos += plan.put_row(&mut all[pos..], row, &mut map_header);
             }
             assert!(pos <= plan.bound(0..rows));
+        }
+    }
+
+    #[test]
+    fn short_varints_are_written_as_any_varint() {
+        // Each side of every length's bounds, the largest values and negative ones.
+        let mut values: Vec<u64> = vec![0, 1, u64::MAX, i64::MIN as u64, -1i64 as u64];
+        for bits in (7..64).step_by(7) {
+            values.extend([(1u64 << bits) - 1, 1 << bits, (1 << bits) + 1]);
+        }
+        for value in values {
+            let mut expected = Vec::new();
+            put_varint(&mut expected, value);
+            let mut out = [0xee; MAX_VARINT + 1];
+            let end = put_short_varint_at(&mut out, 1, value);
+            assert_eq!(out[1..end], expected[..], "{value}");
+            assert_eq!(out[0], 0xee);
         }
     }
 
