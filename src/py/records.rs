@@ -4,7 +4,9 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Cursor, Read, Seek, Write};
-use std::sync::Mutex;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -523,49 +525,141 @@ impl ColumnRows {
             keep_spare(spare, buffer);
             return Ok(written);
         }
-        // Chunk k is encoded by thread k % threads into one of its two
-        // buffers, which come back here to be written in order and then
-        // reused: the memory stays small and already touched.
-        crate::pool::scope(|scope| -> Result<()> {
-            let mut lanes = Vec::with_capacity(threads);
-            for lane in 0..threads {
-                let (filled_tx, filled_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(2);
-                let (empty_tx, empty_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
-                // No more buffers than the lane has chunks: one it never took
-                // would be dropped with its channel, and the next write would
-                // make and zero a new one (a write's last slice often has
-                // fewer than two chunks a lane: 670 page faults a write).
-                let own_chunks = (chunks.len() - lane).div_ceil(threads);
-                for _ in 0..own_chunks.min(2) {
-                    empty_tx.send(spare.pop().unwrap_or_default()).ok();
-                }
-                let (chunks, plan) = (&chunks, &plan);
-                scope.spawn(move || {
-                    for range in chunks.iter().skip(lane).step_by(threads) {
-                        let Ok(mut buffer) = empty_rx.recv() else {
-                            return;
-                        };
-                        let used = encode_frames(plan, range.clone(), format, &mut buffer);
-                        if filled_tx.send((buffer, used)).is_err() {
-                            return; // the writer stopped on an error
-                        }
-                    }
-                });
-                lanes.push((filled_rx, empty_tx));
+        // Two buffers a thread, and no more than the chunks: a buffer never
+        // used would be made and zeroed for nothing. They come back here to
+        // be written in order and reused: the memory stays small and touched.
+        let buffers = (2 * threads).min(chunks.len());
+        let (filled_tx, filled_rx) = std::sync::mpsc::channel();
+        let work = ChunkWork {
+            plan: &plan,
+            chunks: &chunks,
+            format,
+            next: AtomicUsize::new(0),
+            empty: Mutex::new(
+                (0..buffers)
+                    .map(|_| spare.pop().unwrap_or_default())
+                    .collect(),
+            ),
+            returned: Condvar::new(),
+            stopped: AtomicBool::new(false),
+            filled: filled_tx,
+        };
+        let result = crate::pool::scope(|scope| -> Result<()> {
+            // Whatever ends this (a failed write, a thread that could not be
+            // started), the threads encoding stop waiting for buffers.
+            let _stop = StopOnDrop(&work);
+            for _ in 0..threads {
+                scope.spawn(|| work.run());
             }
+            let mut ready: Vec<Option<(Vec<u8>, usize)>> =
+                (0..chunks.len()).map(|_| None).collect();
             for k in 0..chunks.len() {
-                let (filled_rx, empty_tx) = &lanes[k % threads];
-                let (buffer, used) = filled_rx.recv().expect("an encoder thread ended early");
-                write(&buffer[..used])?;
-                if k + 2 * threads < chunks.len() {
-                    empty_tx.send(buffer).ok(); // for this lane's chunk after next
-                } else {
-                    keep_spare(spare, buffer); // the lane needs it no more
+                while ready[k].is_none() {
+                    let (j, encoded) = filled_rx.recv().expect("the chunk work holds a sender");
+                    match encoded {
+                        Ok(buffer_used) => ready[j] = Some(buffer_used),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
                 }
+                let (buffer, used) = ready[k].take().expect("just received");
+                let result = write(&buffer[..used]);
+                work.give_back(buffer);
+                result?;
             }
             Ok(())
-        })?;
+        });
+        let empty = std::mem::take(&mut *work.empty.lock().unwrap_or_else(PoisonError::into_inner));
+        for buffer in empty {
+            keep_spare(spare, buffer);
+        }
+        result?;
         Ok(written)
+    }
+}
+
+/// A write's chunks, each encoded by whichever thread comes for the next:
+/// where each thread had chunks of its own (chunk k to thread k % threads),
+/// a thread slowed (sharing its core with Python's, or with the writer) held
+/// the others back, as the chunks are written in order and each thread had
+/// two buffers.
+struct ChunkWork<'a> {
+    plan: &'a RowPlan<'a>,
+    chunks: &'a [std::ops::Range<usize>],
+    format: Format,
+    /// The next chunk to encode.
+    next: AtomicUsize,
+    /// Buffers free to encode into. A thread takes one before it claims a
+    /// chunk, so that a claimed chunk is always encoded, and the writer,
+    /// waiting for the chunks in order, never waits for one that cannot come.
+    empty: Mutex<Vec<Vec<u8>>>,
+    returned: Condvar,
+    /// Set once the writer is done or stopped on an error.
+    stopped: AtomicBool,
+    filled: std::sync::mpsc::Sender<(usize, Encoded)>,
+}
+
+/// A chunk's buffer and the bytes of it used, or the panic that encoding it raised.
+type Encoded = std::thread::Result<(Vec<u8>, usize)>;
+
+impl ChunkWork<'_> {
+    /// Encodes chunks until none is left, or the writer stopped.
+    fn run(&self) {
+        while let Some(mut buffer) = self.take_buffer() {
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(range) = self.chunks.get(k) else {
+                self.give_back(buffer);
+                return;
+            };
+            let encoded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                encode_frames(self.plan, range.clone(), self.format, &mut buffer)
+            }));
+            if self
+                .filled
+                .send((k, encoded.map(|used| (buffer, used))))
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    /// A free buffer, once one is; None once no chunk is left or the writer stopped.
+    fn take_buffer(&self) -> Option<Vec<u8>> {
+        let mut empty = self.empty.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if self.stopped.load(Ordering::Relaxed)
+                || self.next.load(Ordering::Relaxed) >= self.chunks.len()
+            {
+                return None;
+            }
+            if let Some(buffer) = empty.pop() {
+                return Some(buffer);
+            }
+            empty = self
+                .returned
+                .wait(empty)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn give_back(&self, buffer: Vec<u8>) {
+        self.empty
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(buffer);
+        self.returned.notify_one();
+    }
+}
+
+/// Stops a [`ChunkWork`] when dropped: the threads waiting for a buffer return.
+struct StopOnDrop<'a, 'b>(&'a ChunkWork<'b>);
+
+impl Drop for StopOnDrop<'_, '_> {
+    fn drop(&mut self) {
+        // Under the lock, so that no thread checks `stopped` and then waits unwoken.
+        let _empty = self.0.empty.lock().unwrap_or_else(PoisonError::into_inner);
+        self.0.stopped.store(true, Ordering::Relaxed);
+        self.0.returned.notify_all();
     }
 }
 
