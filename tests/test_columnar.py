@@ -998,6 +998,27 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
     assert written == [4, 4] and os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("threads", [2, 7])
+def test_a_write_of_many_chunks_is_the_same_bytes_for_every_thread_count(tmp_path: Path, threads: int) -> None:
+    # Encoding chunks (16 384 rows) alternately slow and quick to encode, each
+    # taken by whichever thread is free, so that they end out of order: written
+    # in order, the same bytes as on one thread.
+    n = 200_000
+    slow = (np.arange(n) // 16_384) % 2 == 0
+    sizes = np.where(slow, 40, 0)
+    data = {"id": np.arange(n), "tags": [list(range(k)) for k in sizes], "blob": [bytes(8 * k) for k in sizes]}
+    written = {}
+    for count in (1, threads):
+        rk.set_num_threads(count)
+        try:
+            rk.write_examples(tmp_path / f"{count}.tfrecord", data)
+        finally:
+            rk.set_num_threads(None)
+        written[count] = (tmp_path / f"{count}.tfrecord").read_bytes()
+    assert written[threads] == written[1]
+    assert sum(1 for _ in rk.TFRecordReader(tmp_path / "1.tfrecord")) == n
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
 @pytest.mark.parametrize("threads", [1, 2, 7])
 def test_a_full_disk_under_rows_written_behind_is_raised_and_stops_the_writer(threads: int) -> None:
