@@ -726,6 +726,16 @@ def test_bytes_to_arrow_is_pa_array(values: list[bytes], type: str) -> None:
     assert got.type == want.type and got.equals(want)
 
 
+def test_a_string_default_that_is_not_utf8_is_refused_as_utf8_and_kept_as_binary(tmp_path: Path) -> None:
+    rk.write_examples(tmp_path / "d.tfrecord", {"id": [1, 2]})
+    spec = {"id": rk.FixedLenFeature([], "int64"), "s": rk.FixedLenFeature([], "string", default_value=b"\xff")}
+    with pytest.raises(ValueError, match="feature 's': its default value .* is not valid UTF-8"):
+        rk.read_table(tmp_path / "d.tfrecord", spec, strings="utf8")
+    assert rk.read_table(tmp_path / "d.tfrecord", spec, strings="binary")["s"].to_pylist() == [b"\xff", b"\xff"]
+    assert rk.read_table(tmp_path / "d.tfrecord", dict(spec, s=rk.FixedLenFeature([], "string", default_value="é")),
+                         strings="utf8")["s"].to_pylist() == ["é", "é"]
+
+
 def test_first_calls_import_no_more_than_they_need(tmp_path: Path) -> None:
     """A process's first read_table does not import pandas (pa.array would, for
     0.3 s), even where a default fills a missing string feature, nor its first

@@ -299,7 +299,11 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
             if default.size == 1 and size > 1:
                 default = np.repeat(default, size)
             if column.dtype == "string":
-                extra = _bytes_to_arrow([bytes(v) for v in default], flat.type)
+                try:
+                    extra = _bytes_to_arrow([bytes(v) for v in default], flat.type)
+                except pa.ArrowInvalid:
+                    raise ValueError(f"feature {column.name!r}: its default value {column.default!r} is not valid "
+                                     'UTF-8, as strings="utf8" needs; read it with strings="binary"') from None
             else:
                 extra = numpy_to_arrow(default.astype(flat.type.to_pandas_dtype()))
             rows = np.where(present, np.cumsum(present) - 1, -1)
@@ -320,13 +324,17 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
 def _bytes_to_arrow(values: list[bytes], type: "pa.DataType") -> "pa.Array":
     """``pa.array(values, type)`` for a few byte strings and a binary or string
     type, from its buffers: ``pa.array`` of a list imports pandas (0.3 s), as
-    :func:`numpy_to_arrow` says."""
+    :func:`numpy_to_arrow` says. As there, ``pa.ArrowInvalid`` where a string
+    type's value is not UTF-8."""
     import pyarrow as pa
 
     width = np.int64 if pa.types.is_large_binary(type) or pa.types.is_large_string(type) else np.int32
     offsets = np.zeros(len(values) + 1, dtype=width)
     np.cumsum([len(v) for v in values], out=offsets[1:])
-    return pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+    array = pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+    if pa.types.is_string(type) or pa.types.is_large_string(type):
+        array.validate(full=True)  # the UTF-8 check that from_buffers leaves out
+    return array
 
 
 def numpy_to_arrow(values: np.ndarray, type: "pa.DataType | None" = None, mask: np.ndarray | None = None) -> "pa.Array":
