@@ -794,9 +794,7 @@ impl<'a> Values<'a> {
             Values::Int32(v) => v
                 .iter()
                 .fold(at, |at, &x| put_varint_at(out, at, i64::from(x) as u64)),
-            Values::Int64(v) => v
-                .iter()
-                .fold(at, |at, &x| put_short_varint_at(out, at, x as u64)),
+            Values::Int64(v) => put_packed_ints(out, at, v),
             Values::Bytes(_) | Values::Offsets(_) | Values::FixedBytes { .. } => {
                 unreachable!("byte strings are not packed")
             }
@@ -822,7 +820,7 @@ impl Values<'_> {
             Values::Float(v) => 4 * v.len(),
             Values::Double(v) => 8 * v.len(),
             Values::Int32(v) => v.iter().map(|&x| varint_len(i64::from(x) as u64)).sum(),
-            Values::Int64(v) => v.iter().map(|&x| varint_len(x as u64)).sum(),
+            Values::Int64(v) => packed_ints_len(v),
         }
     }
 
@@ -1082,6 +1080,19 @@ fn put_short_varint_at(out: &mut [u8], pos: usize, value: u64) -> usize {
     }
 }
 
+/// Bytes of `ints` packed as varints.
+#[inline(always)]
+fn packed_ints_len(ints: &[i64]) -> usize {
+    ints.iter().map(|&x| varint_len(x as u64)).sum()
+}
+
+/// Writes `ints` packed as varints at `out[at..]`; returns the position after them.
+#[inline(always)]
+fn put_packed_ints(out: &mut [u8], at: usize, ints: &[i64]) -> usize {
+    ints.iter()
+        .fold(at, |at, &x| put_short_varint_at(out, at, x as u64))
+}
+
 /// A column to encode: its values, and which of them each row holds.
 #[derive(Clone, Copy, Debug)]
 pub struct ColumnValues<'a> {
@@ -1215,11 +1226,9 @@ impl<'a> ListPlan<'a> {
             if ints.is_empty() {
                 return self.empty.put(out, pos);
             }
-            let packed = ints.iter().map(|&x| varint_len(x as u64)).sum();
+            let packed = packed_ints_len(ints);
             let at = self.packed.put_prefix(out, pos, packed);
-            return ints
-                .iter()
-                .fold(at, |at, &x| put_short_varint_at(out, at, x as u64));
+            return put_packed_ints(out, at, ints);
         }
         let values = column
             .values

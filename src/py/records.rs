@@ -1100,12 +1100,12 @@ mod tests {
         Box::leak(values.collect::<Vec<_>>().into_boxed_slice())
     }
 
-    /// A write with fewer chunks than two a lane (a write's last slice, or a
+    /// A write with fewer chunks than two a thread (a write's last slice, or a
     /// small write) hands back every encoding buffer it took from `spare`:
     /// one lost is one the next write makes and zeroes afresh.
     #[test]
     fn a_write_keeps_every_encoding_buffer_it_took() {
-        let rows = 2 * ENCODE_CHUNK_ROWS + 1; // three chunks: the second lane has one
+        let rows = 2 * ENCODE_CHUNK_ROWS + 1; // three chunks for two threads
         let key = b"id".to_vec();
         let layout = EntryLayout::new(&key, Some(Kind::Int64), Schema::TensorFlow).unwrap();
         let column = ColumnRows {
@@ -1122,7 +1122,7 @@ mod tests {
         };
         let out: Box<dyn Write + Send + Sync> = Box::new(Vec::new());
         let mut sink: Sink = Encoder::new(BufWriter::new(out), Compression::None);
-        // As a write of many chunks before leaves them: two a lane, larger than these chunks need.
+        // As a write of many chunks before leaves them: two a thread, larger than these chunks need.
         let mut spare: Vec<Vec<u8>> = (0..4).map(|_| vec![0; 4 << 20]).collect();
         let mut kept: Vec<*const u8> = spare.iter().map(|b| b.as_ptr()).collect();
         crate::threads::set(Some(2));
