@@ -85,7 +85,7 @@ def with_threads(count: int | None, fn):
 
 
 def main() -> None:
-    args, tf = setup(__doc__, repeats=3)
+    args, tf = setup(__doc__, repeats=5)
     cores = os.cpu_count() or 1
     print(f"recordkit {rk.__version__}: {rk.get_num_threads()} threads by default; "
           f"TensorFlow {tf.__version__ if tf else 'not installed'}; {cores} CPUs")

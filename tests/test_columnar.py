@@ -1000,9 +1000,10 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
 
 @pytest.mark.parametrize("threads", [2, 7])
 def test_a_write_of_many_chunks_is_the_same_bytes_for_every_thread_count(tmp_path: Path, threads: int) -> None:
-    # Encoding chunks (16 384 rows) alternately slow and quick to encode, each
-    # taken by whichever thread is free, so that they end out of order: written
-    # in order, the same bytes as on one thread.
+    # Runs of 16 384 rows alternately slow and quick to encode (each several
+    # encoding chunks), the chunks taken by whichever thread is free, so that
+    # they end out of order: written in order, the same bytes as on one thread.
+    # (Written in the order they end, this fails.)
     n = 200_000
     slow = (np.arange(n) // 16_384) % 2 == 0
     sizes = np.where(slow, 40, 0)

@@ -418,7 +418,7 @@ impl Drop for PyRecordWriter {
 
 /// The largest encoding buffer kept in [`PyRecordWriter::spare`]: one that
 /// grew for a huge row goes back to the allocator.
-const SPARE_BUFFER_LIMIT: usize = 2 * ENCODE_CHUNK_BYTES;
+const SPARE_BUFFER_LIMIT: usize = 4 * ENCODE_CHUNK_BYTES;
 
 fn keep_spare(spare: &mut Vec<Vec<u8>>, buffer: Vec<u8>) {
     if buffer.capacity() <= SPARE_BUFFER_LIMIT {
@@ -464,8 +464,13 @@ fn spare_to_process(spare: Vec<Vec<u8>>) {
 const ENCODE_CHUNK_ROWS: usize = 16384;
 
 /// About the most bytes encoded per chunk: rows of large values (images) come
-/// fewer to a chunk, so that the four buffers in flight stay small.
-const ENCODE_CHUNK_BYTES: usize = 4 << 20;
+/// fewer to a chunk, so that the four buffers in flight stay small. Rows of
+/// about 150 bytes (the 3c rows of `bench_threads.py`: an embedding, tags) in
+/// chunks of 2.5 MB (16384 rows, at 4 MB here) took 20-30% more CPU on two
+/// threads than in chunks of 1.7 MB, the size the tutorial's 100-byte rows
+/// already had: their buffers, written by one core and copied into the page
+/// cache by the other, fell out of the caches (benchmarks/README.md).
+const ENCODE_CHUNK_BYTES: usize = 2 << 20;
 
 /// Rows per encoding chunk for `rows` rows of `sources`.
 fn chunk_rows(columns: &[Flat<'_>], rows: usize) -> usize {
