@@ -464,12 +464,12 @@ fn spare_to_process(spare: Vec<Vec<u8>>) {
 const ENCODE_CHUNK_ROWS: usize = 16384;
 
 /// About the most bytes encoded per chunk: rows of large values (images) come
-/// fewer to a chunk, so that the four buffers in flight stay small. Rows of
-/// about 150 bytes (the 3c rows of `bench_threads.py`: an embedding, tags) in
-/// chunks of 2.5 MB (16384 rows, at 4 MB here) took 20-30% more CPU on two
-/// threads than in chunks of 1.7 MB, the size the tutorial's 100-byte rows
-/// already had: their buffers, written by one core and copied into the page
-/// cache by the other, fell out of the caches (benchmarks/README.md).
+/// fewer to a chunk, so that the four buffers in flight stay small. At 4 MB,
+/// rows of about 150 bytes (the 3c rows of `bench_threads.py`) came 16384 to
+/// a 2.5 MB chunk and took 20-30% more CPU on two threads than in the 1.7 MB
+/// chunks they get now, most of it in the kernel's copy of each chunk into
+/// the page cache, made by another thread than the one that encoded it
+/// (benchmarks/README.md). The tutorial's 100-byte rows keep 16384 a chunk.
 const ENCODE_CHUNK_BYTES: usize = 2 << 20;
 
 /// Rows per encoding chunk for `rows` rows of `sources`.
