@@ -466,7 +466,7 @@ const ENCODE_CHUNK_ROWS: usize = 16384;
 /// About the most bytes encoded per chunk: rows of large values (images) come
 /// fewer to a chunk, so that the four buffers in flight stay small. At 4 MB,
 /// rows of about 150 bytes (the 3c rows of `bench_threads.py`) came 16384 to
-/// a 2.5 MB chunk and took 20-30% more CPU on two threads than in the 1.7 MB
+/// a 2.5 MB chunk and took 20-30% more CPU on two threads than in the 1.9 MB
 /// chunks they get now, most of it in the kernel's copy of each chunk into
 /// the page cache, made by another thread than the one that encoded it
 /// (benchmarks/README.md). The tutorial's 100-byte rows keep 16384 a chunk.
