@@ -17,7 +17,10 @@
    TensorFlow writing the same records. Target: >= 10 x. Beside each write, its
    CPU time (user and kernel: the kernel's copy into the page cache is part of
    it) and Python's thread's share: a write whose cores are all busy can go no
-   faster than its CPU time over the cores.
+   faster than its CPU time over the cores. Below each, the same write on one
+   thread (TensorFlow's writer is one Python loop at its defaults too): its CPU
+   time is the work itself, without what a second thread adds, and that work
+   spread over every core with none idle is the most the write could reach.
 4. Scaling: parse throughput with `rk.set_num_threads(n)` for n = 1, 2, ...
    up to the cores. Target: 2 threads >= 1.7 x one. Each count's fastest run
    also shows its CPU time, so that the speed-up splits into the work the
@@ -147,6 +150,7 @@ def main() -> None:
         """Each input written with `write_examples`, against TensorFlow writing
         `records`' records (the same, already serialized), each to a new file."""
         contenders = [(lambda c=c: rk.write_examples(out, c)) for c in inputs.values()]
+        contenders += [with_threads(1, lambda c=c: rk.write_examples(out, c)) for c in inputs.values()]
         setups = [remove(out)] * len(contenders)
         if tf:
             contenders.append(tensorflow_writer(tf, list(rk.TFRecordReader(records)), tf_out))
@@ -155,7 +159,7 @@ def main() -> None:
         print(f"\n{title}")
         print(f"   (CPU: the process's, user and kernel, in the fastest run; busy: CPU / wall; main: Python's thread's;\n"
               f"   CPU / {cores}: the write's time were all {cores} cores busy throughout)")
-        for name, run in zip(inputs, runs):
+        for name, run, alone in zip(inputs, runs, runs[len(inputs):]):
             line = f"   from {name:<22}{run.wall:8.3f} s"
             if tf:
                 line += f"  {runs[-1].wall / run.wall:5.1f} x TensorFlow's writer ({runs[-1].wall:.3f} s; target >= 10 x)"
@@ -163,6 +167,13 @@ def main() -> None:
                      f" CPU / {cores}: {1e3 * run.cpu / cores:3.0f} ms")
             if tf:
                 line += f" ({runs[-1].wall / (run.cpu / cores):4.1f} x)"
+            print(line)
+            line = f"     {'one thread':<25}{alone.wall:8.3f} s"
+            if tf:
+                line += f"  {runs[-1].wall / alone.wall:5.1f} x"
+            line += f"  CPU {1e3 * alone.cpu:4.0f} ms, its work over {cores} cores: {1e3 * alone.cpu / cores:3.0f} ms"
+            if tf:
+                line += f" ({runs[-1].wall / (alone.cpu / cores):4.1f} x)"
             print(line)
         if tf:
             print(f"   {'TensorFlow writer':<27}{runs[-1].wall:8.3f} s  CPU {1e3 * runs[-1].cpu:4.0f} ms")

@@ -405,6 +405,8 @@ pub struct PyRecordWriter {
     behind: Option<Behind>,
     /// Whether the sink is written without the GIL (a file, not a Python object).
     gil_free: bool,
+    /// This writer's caller, as the threads writing behind it see it.
+    caller: std::sync::Arc<Caller>,
 }
 
 impl Drop for PyRecordWriter {
@@ -468,7 +470,8 @@ const ENCODE_CHUNK_ROWS: usize = 16384;
 /// rows of about 150 bytes (the 3c rows of `bench_threads.py`) came 16384 to
 /// a 2.5 MB chunk and took 20-30% more CPU on two threads than in the 1.9 MB
 /// chunks they get now, most of it in the kernel's copy of each chunk into
-/// the page cache, made by another thread than the one that encoded it
+/// the page cache, made then by a thread of its own that wrote the chunks in
+/// order, often on the other core than the one that encoded it
 /// (benchmarks/README.md). The tutorial's 100-byte rows keep 16384 a chunk.
 const ENCODE_CHUNK_BYTES: usize = 2 << 20;
 
@@ -492,7 +495,14 @@ struct ColumnRows {
 impl ColumnRows {
     /// Encodes the rows on every core and writes them to `sink` in order;
     /// returns the bytes written.
-    fn write(&self, sink: &mut Sink, spare: &mut Vec<Vec<u8>>, name: &str) -> Result<u64> {
+    /// `caller`: the thread that called the write, where it goes on beside it.
+    fn write(
+        &self,
+        sink: &mut Sink,
+        spare: &mut Vec<Vec<u8>>,
+        name: &str,
+        caller: Option<&Caller>,
+    ) -> Result<u64> {
         let (rows, format) = (self.rows, self.format);
         let flats: Vec<Flat<'_>> = self.sources.iter().map(|c| c.values.flat()).collect();
         let columns: Vec<ColumnValues<'_>> = self
@@ -531,10 +541,9 @@ impl ColumnRows {
             return Ok(written);
         }
         // Two buffers a thread, and no more than the chunks: a buffer never
-        // used would be made and zeroed for nothing. They come back here to
-        // be written in order and reused: the memory stays small and touched.
+        // used would be made and zeroed for nothing. They go back to the pool
+        // once written, and are reused: the memory stays small and touched.
         let buffers = (2 * threads).min(chunks.len());
-        let (filled_tx, filled_rx) = std::sync::mpsc::channel();
         let work = ChunkWork {
             plan: &plan,
             chunks: &chunks,
@@ -547,46 +556,124 @@ impl ColumnRows {
             ),
             returned: Condvar::new(),
             stopped: AtomicBool::new(false),
-            filled: filled_tx,
+            order: Mutex::new(InOrder {
+                ready: (0..chunks.len()).map(|_| None).collect(),
+                next: 0,
+                writing: false,
+                failure: None,
+            }),
+            caller: caller.map(|caller| (caller, threads)),
+            sink: Mutex::new(&mut write),
         };
-        let result = crate::pool::scope(|scope| -> Result<()> {
-            // Whatever ends this (a failed write, a thread that could not be
-            // started), the threads encoding stop waiting for buffers.
+        crate::pool::scope(|scope| {
+            // Whatever ends this (a thread that could not be started), the
+            // threads encoding stop waiting for buffers.
             let _stop = StopOnDrop(&work);
-            for _ in 0..threads {
+            for _ in 1..threads {
                 scope.spawn(|| work.run());
             }
-            let mut ready: Vec<Option<(Vec<u8>, usize)>> =
-                (0..chunks.len()).map(|_| None).collect();
-            for k in 0..chunks.len() {
-                while ready[k].is_none() {
-                    let (j, encoded) = filled_rx.recv().expect("the chunk work holds a sender");
-                    match encoded {
-                        Ok(buffer_used) => ready[j] = Some(buffer_used),
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    }
-                }
-                let (buffer, used) = ready[k].take().expect("just received");
-                let result = write(&buffer[..used]);
-                work.give_back(buffer);
-                result?;
-            }
-            Ok(())
+            // This thread encodes too: it is one of the write's threads.
+            work.run();
         });
-        let empty = std::mem::take(&mut *work.empty.lock().unwrap_or_else(PoisonError::into_inner));
-        for buffer in empty {
+        let InOrder {
+            ready,
+            next,
+            failure,
+            ..
+        } = work
+            .order
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let empty = work
+            .empty
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Buffers left unwritten where the write stopped on a failure.
+        for buffer in empty
+            .into_iter()
+            .chain(ready.into_iter().flatten().map(|(b, _)| b))
+        {
             keep_spare(spare, buffer);
         }
-        result?;
-        Ok(written)
+        match failure {
+            Some(Failure::Panic(panic)) => std::panic::resume_unwind(panic),
+            Some(Failure::Write(error)) => Err(error),
+            None if next == chunks.len() => Ok(written),
+            None => unreachable!("every chunk is written unless the write failed"),
+        }
     }
 }
 
-/// A write's chunks, each encoded by whichever thread comes for the next:
-/// where each thread had chunks of its own (chunk k to thread k % threads),
-/// a thread slowed (sharing its core with Python's, or with the writer) held
-/// the others back, as the chunks are written in order and each thread had
-/// two buffers.
+/// Whether the thread that called a write behind is busy beside it (reading
+/// the next slice of Python objects), and how many of the write's threads are
+/// encoding: while the caller is busy, one fewer thread encodes than the write
+/// has, so that no more threads run than there are cores. With one thread too
+/// many, the scheduler took the core of a thread in the middle of a chunk for
+/// milliseconds, and the chunks after it, encoded, waited to be written in
+/// order while the other threads ran out of buffers (benchmarks/README.md).
+#[derive(Default)]
+struct Caller {
+    state: Mutex<CallerState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct CallerState {
+    busy: bool,
+    encoding: usize,
+}
+
+impl Caller {
+    /// The caller is busy (true) or waits for the write (false).
+    fn set_busy(&self, busy: bool) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .busy = busy;
+        self.changed.notify_all();
+    }
+
+    /// Waits for a turn to encode, of `threads` in all; false where `done()`
+    /// says there is nothing more to encode.
+    fn enter(&self, threads: usize, done: impl Fn() -> bool) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if done() {
+                return false;
+            }
+            if !state.busy || state.encoding + 1 < threads {
+                state.encoding += 1;
+                return true;
+            }
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    fn leave(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .encoding -= 1;
+        self.changed.notify_all();
+    }
+
+    /// Wakes every thread waiting to encode (the write stopped).
+    fn wake(&self) {
+        let _state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        self.changed.notify_all();
+    }
+}
+
+/// A write's chunks, each encoded by whichever thread comes for the next,
+/// and written in order by whichever thread completes the next to write:
+/// no thread only writes. A thread of its own that wrote the chunks in order
+/// competed with the encoding threads for the cores, and was often not
+/// running when the next chunk was ready; the encoding threads, out of
+/// buffers, then waited for it (a traced write of the 3c rows had one thread
+/// working for 17 of its 60 ms; benchmarks/README.md).
 struct ChunkWork<'a> {
     plan: &'a RowPlan<'a>,
     chunks: &'a [std::ops::Range<usize>],
@@ -594,41 +681,136 @@ struct ChunkWork<'a> {
     /// The next chunk to encode.
     next: AtomicUsize,
     /// Buffers free to encode into. A thread takes one before it claims a
-    /// chunk, so that a claimed chunk is always encoded, and the writer,
-    /// waiting for the chunks in order, never waits for one that cannot come.
+    /// chunk, so that a claimed chunk is always encoded, and the chunks
+    /// before the next to write always come.
     empty: Mutex<Vec<Vec<u8>>>,
     returned: Condvar,
-    /// Set once the writer is done or stopped on an error.
+    /// Set once the write failed: the threads stop taking chunks.
     stopped: AtomicBool,
-    filled: std::sync::mpsc::Sender<(usize, Encoded)>,
+    order: Mutex<InOrder>,
+    /// The thread that called the write, where it runs beside it, and the
+    /// write's number of threads.
+    caller: Option<(&'a Caller, usize)>,
+    /// Writes a chunk's bytes to the file; called by one thread at a time
+    /// (the one whose turn `InOrder::writing` gave it), in order.
+    sink: Mutex<&'a mut WriteChunk<'a>>,
 }
 
-/// A chunk's buffer and the bytes of it used, or the panic that encoding it raised.
-type Encoded = std::thread::Result<(Vec<u8>, usize)>;
+/// Writes a chunk's bytes to a write's file.
+type WriteChunk<'a> = dyn FnMut(&[u8]) -> Result<()> + Send + 'a;
+
+/// The chunks encoded and not yet written, and whose turn it is to write.
+struct InOrder {
+    /// Chunk k's buffer and the bytes of it used, once encoded, until written.
+    ready: Vec<Option<(Vec<u8>, usize)>>,
+    /// The next chunk to write.
+    next: usize,
+    /// Whether a thread is writing: it writes `next` and every chunk after it
+    /// that is ready, so that the chunks go to the file in order.
+    writing: bool,
+    /// What stopped the write, the first thing that did.
+    failure: Option<Failure>,
+}
+
+/// Why a write's threads stopped before every chunk was written.
+enum Failure {
+    Write(Error),
+    /// A panic in a thread encoding, raised again by the thread that called the write.
+    Panic(Box<dyn std::any::Any + Send>),
+}
 
 impl ChunkWork<'_> {
-    /// Encodes chunks until none is left, or the writer stopped.
+    /// Encodes chunks until none is left or the write failed, and writes the
+    /// chunks that are its turn to write.
     fn run(&self) {
-        while let Some(mut buffer) = self.take_buffer() {
-            let k = self.next.fetch_add(1, Ordering::Relaxed);
-            let Some(range) = self.chunks.get(k) else {
-                self.give_back(buffer);
-                return;
-            };
-            let encoded = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                encode_frames(self.plan, range.clone(), self.format, &mut buffer)
-            }));
-            if self
-                .filled
-                .send((k, encoded.map(|used| (buffer, used))))
-                .is_err()
-            {
+        loop {
+            if let Some((caller, threads)) = self.caller {
+                let done = || {
+                    self.stopped.load(Ordering::Relaxed)
+                        || self.next.load(Ordering::Relaxed) >= self.chunks.len()
+                };
+                if !caller.enter(threads, done) {
+                    return;
+                }
+            }
+            let more = self.one_chunk();
+            if let Some((caller, _)) = self.caller {
+                caller.leave();
+            }
+            if !more {
                 return;
             }
         }
     }
 
-    /// A free buffer, once one is; None once no chunk is left or the writer stopped.
+    /// Encodes the next chunk, and writes what is its turn to write; false
+    /// once no chunk is left or the write failed.
+    fn one_chunk(&self) -> bool {
+        let Some(mut buffer) = self.take_buffer() else {
+            return false;
+        };
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        let Some(range) = self.chunks.get(k) else {
+            self.give_back(buffer);
+            return false;
+        };
+        // A panic, here or in the sink, stops the write: the other threads,
+        // which may wait for this chunk to be written, stop too.
+        let done = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let used = encode_frames(self.plan, range.clone(), self.format, &mut buffer);
+            self.encoded(k, buffer, used)
+        }));
+        match done {
+            Ok(written) => written,
+            Err(panic) => {
+                self.fail(Failure::Panic(panic));
+                false
+            }
+        }
+    }
+
+    /// Chunk `k` is encoded: it waits for its turn, or is written now with
+    /// the chunks after it that are ready, where it is the next to write and
+    /// no other thread is writing.
+    /// False where a write failed.
+    fn encoded(&self, k: usize, buffer: Vec<u8>, used: usize) -> bool {
+        let mut order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        order.ready[k] = Some((buffer, used));
+        if order.writing {
+            return true; // the thread writing takes it in turn: it looks under this lock
+        }
+        order.writing = true;
+        loop {
+            let next = order.next;
+            let Some((buffer, used)) = order.ready.get_mut(next).and_then(Option::take) else {
+                break;
+            };
+            drop(order);
+            let result =
+                (self.sink.lock().unwrap_or_else(PoisonError::into_inner))(&buffer[..used]);
+            self.give_back(buffer);
+            if let Err(error) = result {
+                self.fail(Failure::Write(error));
+                return false;
+            }
+            order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+            order.next += 1;
+        }
+        order.writing = false;
+        true
+    }
+
+    /// Stops the write for `failure` (the first one is kept).
+    fn fail(&self, failure: Failure) {
+        self.order
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .failure
+            .get_or_insert(failure);
+        self.stop();
+    }
+
+    /// A free buffer, once one is; None once no chunk is left or the write stopped.
     fn take_buffer(&self) -> Option<Vec<u8>> {
         let mut empty = self.empty.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
@@ -654,6 +836,17 @@ impl ChunkWork<'_> {
             .push(buffer);
         self.returned.notify_one();
     }
+
+    /// The threads waiting for a buffer return, and none takes another chunk.
+    fn stop(&self) {
+        // Under the lock, so that no thread checks `stopped` and then waits unwoken.
+        let _empty = self.empty.lock().unwrap_or_else(PoisonError::into_inner);
+        self.stopped.store(true, Ordering::Relaxed);
+        self.returned.notify_all();
+        if let Some((caller, _)) = self.caller {
+            caller.wake();
+        }
+    }
 }
 
 /// Stops a [`ChunkWork`] when dropped: the threads waiting for a buffer return.
@@ -661,10 +854,7 @@ struct StopOnDrop<'a, 'b>(&'a ChunkWork<'b>);
 
 impl Drop for StopOnDrop<'_, '_> {
     fn drop(&mut self) {
-        // Under the lock, so that no thread checks `stopped` and then waits unwoken.
-        let _empty = self.0.empty.lock().unwrap_or_else(PoisonError::into_inner);
-        self.0.stopped.store(true, Ordering::Relaxed);
-        self.0.returned.notify_all();
+        self.0.stop();
     }
 }
 
@@ -760,6 +950,7 @@ impl PyRecordWriter {
         else {
             return Ok(());
         };
+        self.caller.set_busy(false);
         let joined = py.detach(|| thread.join());
         drop(owners);
         let Written {
@@ -862,6 +1053,7 @@ impl PyRecordWriter {
                 spare: spare_from_process(),
                 behind: None,
                 gil_free,
+                caller: Default::default(),
             })
         })
     }
@@ -986,7 +1178,7 @@ impl PyRecordWriter {
                 let name = &self.name;
                 let sink = open_sink(&mut self.sink, &self.failure, name)?;
                 let spare = &mut self.spare;
-                let written = py.detach(|| rows_written.write(sink, spare, name));
+                let written = py.detach(|| rows_written.write(sink, spare, name, None));
                 drop(rows_written); // before `owners`, whose memory it lends
                 let written = self.unless_failed(written)?;
                 self.records += rows as u64;
@@ -998,8 +1190,11 @@ impl PyRecordWriter {
             let mut spare = std::mem::take(&mut self.spare);
             let name = self.name.clone();
             let encoding = crate::threads::EncodingBehind::start();
+            let caller = std::sync::Arc::clone(&self.caller);
+            // Busy from here until it waits for these rows (`settle_behind`).
+            caller.set_busy(true);
             let thread = crate::pool::spawn(move || {
-                let result = rows_written.write(&mut sink, &mut spare, &name);
+                let result = rows_written.write(&mut sink, &mut spare, &name, Some(&caller));
                 drop(encoding);
                 Written {
                     sink,
@@ -1108,12 +1303,11 @@ mod tests {
     /// A write with fewer chunks than two a thread (a write's last slice, or a
     /// small write) hands back every encoding buffer it took from `spare`:
     /// one lost is one the next write makes and zeroes afresh.
-    #[test]
-    fn a_write_keeps_every_encoding_buffer_it_took() {
-        let rows = 2 * ENCODE_CHUNK_ROWS + 1; // three chunks for two threads
+    /// `rows` rows of one int64 column, `id`: `0, 1, ...`.
+    fn int_rows(rows: usize) -> ColumnRows {
         let key = b"id".to_vec();
         let layout = EntryLayout::new(&key, Some(Kind::Int64), Schema::TensorFlow).unwrap();
-        let column = ColumnRows {
+        ColumnRows {
             rows,
             schema: Schema::TensorFlow,
             format: Format::TfRecord,
@@ -1124,19 +1318,153 @@ mod tests {
                 present: None,
             }],
             layouts: vec![layout],
-        };
+        }
+    }
+
+    #[test]
+    fn a_write_keeps_every_encoding_buffer_it_took() {
+        let column = int_rows(2 * ENCODE_CHUNK_ROWS + 1); // three chunks for two threads
         let out: Box<dyn Write + Send + Sync> = Box::new(Vec::new());
         let mut sink: Sink = Encoder::new(BufWriter::new(out), Compression::None);
         // As a write of many chunks before leaves them: two a thread, larger than these chunks need.
         let mut spare: Vec<Vec<u8>> = (0..4).map(|_| vec![0; 4 << 20]).collect();
         let mut kept: Vec<*const u8> = spare.iter().map(|b| b.as_ptr()).collect();
         crate::threads::set(Some(2));
-        let written = column.write(&mut sink, &mut spare, "test");
+        let written = column.write(&mut sink, &mut spare, "test", None);
         crate::threads::set(None);
         assert!(written.unwrap() > 0);
         let mut after: Vec<*const u8> = spare.iter().map(|b| b.as_ptr()).collect();
         kept.sort();
         after.sort();
         assert_eq!(after, kept, "the same four buffers, none lost and none new");
+    }
+
+    /// A file that takes `room` bytes, then fails as a full disk does, or panics.
+    struct FullAfter {
+        room: usize,
+        panics: bool,
+    }
+
+    impl Write for FullAfter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if buf.len() > self.room {
+                assert!(!self.panics, "the file broke");
+                return Err(std::io::ErrorKind::StorageFull.into());
+            }
+            self.room -= buf.len();
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A write that fails in the middle, in whichever thread's turn it is to
+    /// write, stops every thread (none waits for a chunk that will not be
+    /// written) and returns the failure, or raises the panic again; on 2, 3
+    /// and 7 threads.
+    #[test]
+    fn a_write_that_fails_stops_every_thread() {
+        for panics in [false, true] {
+            for threads in [2, 3, 7] {
+                let (done, result) = std::sync::mpsc::channel();
+                std::thread::spawn(move || {
+                    let column = int_rows(40 * ENCODE_CHUNK_ROWS);
+                    let out: Box<dyn Write + Send + Sync> = Box::new(FullAfter {
+                        room: 5 << 20,
+                        panics,
+                    });
+                    let mut sink: Sink = Encoder::new(BufWriter::new(out), Compression::None);
+                    let mut spare = Vec::new();
+                    crate::threads::set(Some(threads));
+                    let written = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        column.write(&mut sink, &mut spare, "test", None)
+                    }));
+                    crate::threads::set(None);
+                    let _ = done.send(match written {
+                        Ok(Err(Error::Io { source, .. })) => format!("failed: {:?}", source.kind()),
+                        Ok(other) => format!("{:?}", other.map(|_| ())),
+                        Err(_) => "panicked".to_string(),
+                    });
+                });
+                let outcome = result
+                    .recv_timeout(std::time::Duration::from_secs(60))
+                    .unwrap_or_else(|_| panic!("{threads} threads still waiting after 60 s"));
+                let expected = if panics {
+                    "panicked"
+                } else {
+                    "failed: StorageFull"
+                };
+                assert_eq!(outcome, expected, "{threads} threads");
+            }
+        }
+    }
+
+    /// While the caller is busy beside a write, one fewer thread encodes than
+    /// the write has; all of them once it waits for the write, and none once
+    /// nothing is left to encode.
+    #[test]
+    fn a_busy_caller_keeps_a_core() {
+        use std::sync::mpsc::channel;
+        use std::sync::Arc;
+        use std::time::Duration;
+        let caller = Arc::new(Caller::default());
+        let nothing_left = Arc::new(AtomicBool::new(false));
+        let enter = |caller: &Arc<Caller>, nothing_left: &Arc<AtomicBool>| {
+            let (entered, result) = channel();
+            let (caller, nothing_left) = (Arc::clone(caller), Arc::clone(nothing_left));
+            std::thread::spawn(move || {
+                let _ = entered.send(caller.enter(2, || nothing_left.load(Ordering::Relaxed)));
+            });
+            result
+        };
+        caller.set_busy(true);
+        assert!(
+            caller.enter(2, || false),
+            "one of two threads encodes beside a busy caller"
+        );
+        let second = enter(&caller, &nothing_left);
+        assert!(
+            second.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the second waits"
+        );
+        caller.set_busy(false);
+        assert_eq!(
+            second.recv_timeout(Duration::from_secs(10)),
+            Ok(true),
+            "the caller waits"
+        );
+
+        caller.set_busy(true);
+        let third = enter(&caller, &nothing_left);
+        assert!(
+            third.recv_timeout(Duration::from_millis(200)).is_err(),
+            "two encode already"
+        );
+        caller.leave();
+        assert!(
+            third.recv_timeout(Duration::from_millis(200)).is_err(),
+            "one still encodes"
+        );
+        caller.leave();
+        assert_eq!(
+            third.recv_timeout(Duration::from_secs(10)),
+            Ok(true),
+            "none encodes"
+        );
+
+        let fourth = enter(&caller, &nothing_left);
+        assert!(
+            fourth.recv_timeout(Duration::from_millis(200)).is_err(),
+            "one encodes"
+        );
+        nothing_left.store(true, Ordering::Relaxed);
+        caller.wake();
+        assert_eq!(
+            fourth.recv_timeout(Duration::from_secs(10)),
+            Ok(false),
+            "nothing left"
+        );
     }
 }
