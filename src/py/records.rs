@@ -611,6 +611,7 @@ impl ColumnRows {
 /// many, the scheduler took the core of a thread in the middle of a chunk for
 /// milliseconds, and the chunks after it, encoded, waited to be written in
 /// order while the other threads ran out of buffers (benchmarks/README.md).
+/// Writing a chunk does not count (see [`ChunkWork::one_chunk`]).
 #[derive(Default)]
 struct Caller {
     state: Mutex<CallerState>,
@@ -664,6 +665,15 @@ impl Caller {
     fn wake(&self) {
         let _state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         self.changed.notify_all();
+    }
+}
+
+/// A thread's turn to encode beside a busy caller, given back when dropped.
+struct Turn<'a>(&'a Caller);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.leave();
     }
 }
 
@@ -733,19 +743,19 @@ impl ChunkWork<'_> {
                     return;
                 }
             }
-            let more = self.one_chunk();
-            if let Some((caller, _)) = self.caller {
-                caller.leave();
-            }
-            if !more {
+            if !self.one_chunk() {
                 return;
             }
         }
     }
 
     /// Encodes the next chunk, and writes what is its turn to write; false
-    /// once no chunk is left or the write failed.
+    /// once no chunk is left or the write failed. The turn to encode (see
+    /// [`Caller`]) ends with the encoding: a thread writing lets another
+    /// encode, so that a write slow to return (the kernel reclaiming pages,
+    /// the thread losing its core) does not stop the encoding.
     fn one_chunk(&self) -> bool {
+        let mut turn = self.caller.map(|(caller, _)| Turn(caller));
         let Some(mut buffer) = self.take_buffer() else {
             return false;
         };
@@ -758,6 +768,7 @@ impl ChunkWork<'_> {
         // which may wait for this chunk to be written, stop too.
         let done = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let used = encode_frames(self.plan, range.clone(), self.format, &mut buffer);
+            drop(turn.take());
             self.encoded(k, buffer, used)
         }));
         match done {
