@@ -725,7 +725,8 @@ struct InOrder {
 /// Why a write's threads stopped before every chunk was written.
 enum Failure {
     Write(Error),
-    /// A panic in a thread encoding, raised again by the thread that called the write.
+    /// A panic in one of the write's threads (encoding, or in the file's
+    /// write), raised again by the thread that called the write.
     Panic(Box<dyn std::any::Any + Send>),
 }
 
