@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use crate::example::{
-    feature, for_each_canonical_entry, for_each_entry, for_each_example_entry,
-    for_each_sequence_entry, Entry, Feature, Kind, Schema,
+    check_feature_entry, check_feature_list_entry, feature, for_each_canonical_entry,
+    for_each_entry, for_each_example_entry, for_each_sequence_entry, Entry, Feature, Kind, Schema,
 };
 use crate::wire::Malformed;
 
@@ -1021,18 +1021,42 @@ fn malformed(index: usize) -> impl Fn(Malformed) -> ParseFailure {
 }
 
 /// Puts `entry`, the `position`th of its record, in the slot of the request
-/// for its key, if any: the last entry of a key wins, as in TensorFlow.
+/// for its key, if any: the last entry of a key wins, as in TensorFlow. An
+/// entry it replaces goes to `replaced`, to be checked (protobuf rejects a
+/// malformed entry even where a later one replaces it; TensorFlow does not).
 #[inline(always)]
 fn take_entry<'a>(
     keys: &mut Keys<'a>,
     slots: &mut [Option<Entry<'a>>],
+    replaced: &mut Vec<(usize, Entry<'a>)>,
     position: &mut usize,
     entry: Entry<'a>,
 ) {
     if let Some(i) = keys.find(*position, entry.key) {
-        slots[i] = Some(entry);
+        if let Some(earlier) = slots[i].replace(entry) {
+            replaced.push((i, earlier));
+        }
     }
     *position += 1;
+}
+
+/// Checks the requested entries that later entries of their keys replaced.
+#[cold]
+fn check_replaced(
+    replaced: &[(usize, Entry<'_>)],
+    requests: &[Request],
+    schema: Schema,
+    index: usize,
+    check: impl Fn(&Entry<'_>, Schema) -> Result<(), Malformed>,
+) -> Result<(), ParseFailure> {
+    for (i, entry) in replaced {
+        check(entry, schema).map_err(|m| ParseFailure::Malformed {
+            index,
+            key: Some(requests[*i].key.clone()),
+            what: m.0,
+        })?;
+    }
+    Ok(())
 }
 
 /// Parses a batch of serialized Examples (`Schema::TensorFlow`) or OFRecords
@@ -1055,6 +1079,7 @@ pub fn parse_examples<'a>(
         })
         .collect();
     let mut slots: Vec<Option<Entry<'a>>> = vec![None; requests.len()];
+    let mut replaced: Vec<(usize, Entry<'a>)> = Vec::new();
     for (index, &record) in records.iter().enumerate() {
         let record = match footers {
             Footers::None => record,
@@ -1063,24 +1088,29 @@ pub fn parse_examples<'a>(
             }
         };
         slots.iter_mut().for_each(|s| *s = None);
+        replaced.clear();
         let mut position = 0;
         // A closure per walk, each called from one place, so that each is
         // inlined: one shared by two walks stayed a call per entry (inlining
         // it saved 24 instructions a tutorial record).
         if schema == Schema::OneFlow {
             for_each_entry(record, &mut |entry| {
-                take_entry(&mut keys, &mut slots, &mut position, entry)
+                take_entry(&mut keys, &mut slots, &mut replaced, &mut position, entry)
             })
             .map_err(malformed(index))?;
         } else if !for_each_canonical_entry(record, &mut |entry| {
-            take_entry(&mut keys, &mut slots, &mut position, entry)
+            take_entry(&mut keys, &mut slots, &mut replaced, &mut position, entry)
         }) {
             slots.iter_mut().for_each(|s| *s = None);
+            replaced.clear();
             position = 0;
             for_each_example_entry(record, &mut |entry| {
-                take_entry(&mut keys, &mut slots, &mut position, entry)
+                take_entry(&mut keys, &mut slots, &mut replaced, &mut position, entry)
             })
             .map_err(malformed(index))?;
+        }
+        if !replaced.is_empty() {
+            check_replaced(&replaced, requests, schema, index, check_feature_entry)?;
         }
         for ((slot, column), request) in slots.iter().zip(&mut columns).zip(requests) {
             // Written out here rather than shared with `parse_sequence_examples`:
@@ -1151,26 +1181,47 @@ pub fn parse_sequence_examples<'a>(
         .collect();
     let mut context_slots: Vec<Option<Entry<'a>>> = vec![None; context.len()];
     let mut list_slots: Vec<Option<Entry<'a>>> = vec![None; lists.len()];
+    let (mut context_replaced, mut lists_replaced) = (Vec::new(), Vec::new());
     for (index, record) in records.iter().enumerate() {
         context_slots.iter_mut().for_each(|s| *s = None);
         list_slots.iter_mut().for_each(|s| *s = None);
+        context_replaced.clear();
+        lists_replaced.clear();
         let (mut context_position, mut list_position) = (0, 0);
         for_each_sequence_entry(
             record,
             &mut |entry| {
-                if let Some(i) = context_keys.find(context_position, entry.key) {
-                    context_slots[i] = Some(entry);
-                }
-                context_position += 1;
+                take_entry(
+                    &mut context_keys,
+                    &mut context_slots,
+                    &mut context_replaced,
+                    &mut context_position,
+                    entry,
+                )
             },
             &mut |entry| {
-                if let Some(i) = list_keys.find(list_position, entry.key) {
-                    list_slots[i] = Some(entry);
-                }
-                list_position += 1;
+                take_entry(
+                    &mut list_keys,
+                    &mut list_slots,
+                    &mut lists_replaced,
+                    &mut list_position,
+                    entry,
+                )
             },
         )
         .map_err(malformed(index))?;
+        if !context_replaced.is_empty() || !lists_replaced.is_empty() {
+            check_replaced(
+                &context_replaced,
+                context,
+                Schema::TensorFlow,
+                index,
+                check_feature_entry,
+            )?;
+            check_replaced(&lists_replaced, lists, Schema::TensorFlow, index, |e, _| {
+                check_feature_list_entry(e)
+            })?;
+        }
         for ((slot, column), request) in context_slots.iter().zip(&mut context_columns).zip(context)
         {
             let count = match slot {

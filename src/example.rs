@@ -282,31 +282,54 @@ fn list_in(feature: &[u8], tag: u8) -> Option<&[u8]> {
     (pos == list.len()).then_some(packed)
 }
 
-/// Keeps the last entry of each key, in order of first appearance.
-pub fn dedup(entries: Vec<Entry<'_>>) -> Vec<Entry<'_>> {
+/// Keeps the last entry of each key, in order of first appearance; each entry
+/// a later one replaces goes to `replaced` first (to be checked: protobuf
+/// parses every entry, so a malformed one is an error even when replaced).
+pub fn dedup<'a>(
+    entries: Vec<Entry<'a>>,
+    mut replaced: impl FnMut(&Entry<'a>) -> Result<(), Malformed>,
+) -> Result<Vec<Entry<'a>>, Malformed> {
     if entries.len() <= 16 {
         // A few keys: comparing them beats building a map for every record.
-        let mut order: Vec<Entry<'_>> = Vec::with_capacity(entries.len());
+        let mut order: Vec<Entry<'a>> = Vec::with_capacity(entries.len());
         for entry in entries {
             match order.iter_mut().find(|e| e.key == entry.key) {
-                Some(earlier) => *earlier = entry,
+                Some(earlier) => {
+                    replaced(earlier)?;
+                    *earlier = entry;
+                }
                 None => order.push(entry),
             }
         }
-        return order;
+        return Ok(order);
     }
-    let mut order: Vec<Entry<'_>> = Vec::new();
+    let mut order: Vec<Entry<'a>> = Vec::new();
     let mut seen: HashMap<&[u8], usize> = HashMap::new();
     for entry in entries {
         match seen.get(entry.key) {
-            Some(&i) => order[i] = entry,
+            Some(&i) => {
+                replaced(&order[i])?;
+                order[i] = entry;
+            }
             None => {
                 seen.insert(entry.key, order.len());
                 order.push(entry);
             }
         }
     }
-    order
+    Ok(order)
+}
+
+/// Checks a feature map entry as protobuf parses it: its Feature and every
+/// value of its lists (a truncated varint, a partial float), though no value
+/// is kept. For an entry that a later entry of its key replaces.
+pub fn check_feature_entry(entry: &Entry<'_>, schema: Schema) -> Result<(), Malformed> {
+    entry.feature(schema)?.count().map(drop)
+}
+
+/// [`check_feature_entry`] for a `FeatureLists` entry: every step's Feature.
+pub fn check_feature_list_entry(entry: &Entry<'_>) -> Result<(), Malformed> {
+    entry.for_each_step(&mut |step| feature(step, Schema::TensorFlow)?.count().map(drop))
 }
 
 /// Calls `f(entry)` for each entry of a `map<string, ...>` message.

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use crate::example::{
-    dedup, for_each_canonical_entry, for_each_entry, for_each_example_entry, Entry, Feature, Kind,
-    Schema,
+    check_feature_entry, dedup, for_each_canonical_entry, for_each_entry, for_each_example_entry,
+    Entry, Feature, Kind, Schema,
 };
 use crate::wire::{Malformed, Reader};
 
@@ -99,7 +99,16 @@ pub fn survey<'a>(
                 .zip(&by_position)
                 .all(|(e, &slot)| out.features[slot].0 == e.key);
         if !same_keys {
-            entries = dedup(std::mem::take(&mut entries));
+            // A malformed entry that a later one replaces is still malformed: the record is undecodable.
+            match dedup(std::mem::take(&mut entries), |e| {
+                check_feature_entry(e, schema)
+            }) {
+                Ok(kept) => entries = kept,
+                Err(_) => {
+                    out.undecodable.push(i);
+                    continue;
+                }
+            }
         }
         features.clear();
         let decoded: Result<(), Malformed> = entries.iter().try_for_each(|entry| {

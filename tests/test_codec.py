@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
 import struct
+import tempfile
+import warnings
 
 import numpy as np
 import pytest
@@ -280,3 +283,60 @@ def test_message_classes_keep_float32_nan_bits(bits: int) -> None:
     kept = rk.train.FloatList(value=value).values_array()
     assert kept.view(np.uint32)[0] == bits
     assert "nan" in str(rk.train.Example.FromString(data))
+
+
+def _len_field(number: int, payload: bytes) -> bytes:
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def _example_with_a_bad_entry_then_a_good_one() -> bytes:
+    bad = _len_field(3, _len_field(1, b"\x80"))  # an Int64List whose packed varint is cut short
+    good = _len_field(3, _len_field(1, b"\x01"))
+    entries = [_len_field(1, b"a") + _len_field(2, value) for value in (bad, good)]
+    return _len_field(1, b"".join(_len_field(1, e) for e in entries))
+
+
+def test_a_malformed_entry_is_refused_even_when_a_later_key_replaces_it() -> None:
+    data = _example_with_a_bad_entry_then_a_good_one()
+    for decode in (rk.decode_example, rk.train.Example.FromString):
+        with pytest.raises(rk.ParseError, match="truncated varint"):
+            decode(data)
+    with pytest.raises(rk.ParseError, match="Key: a, Index: 0"):
+        rk.parse_example([data], {"a": rk.VarLenFeature("int64")})
+    sequence = _len_field(1, _example_with_a_bad_entry_then_a_good_one()[2:])  # the same map as a context
+    with pytest.raises(rk.ParseError, match="truncated varint"):
+        rk.decode_sequence_example(sequence)
+    with pytest.raises(rk.ParseError, match="Key: a"):
+        rk.parse_sequence_example([sequence], context_features={"a": rk.VarLenFeature("int64")})
+    pb = pytest.importorskip("tensorflow.core.example.example_pb2")
+    with pytest.raises(Exception, match="Wire format was corrupt|Error parsing"):
+        pb.Example.FromString(data)
+
+
+@pytest.mark.parametrize("value", [1e300, -1e39, [0.5, 3.5e38], np.array([1e300])])
+def test_a_finite_value_beyond_float32_is_refused_on_every_path(value: object) -> None:
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        rk.float_feature(value)
+    with pytest.raises(ValueError, match="feature 'a': .* beyond float32's range"):
+        rk.encode_example({"a": value})
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        rk.train.FloatList(value=value if isinstance(value, (list, np.ndarray)) else [value])
+    with pytest.raises(ValueError, match="column 'a', row 0: .* beyond float32's range"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the float64 -> float32 warning
+            rk.write_examples(os.path.join(tempfile.mkdtemp(), "x.tfrecord"),
+                              {"a": [value] if not isinstance(value, np.ndarray) else value[None, :]})
+    assert rk.decode_example(rk.encode_example({"a": [float("inf"), 3.4e38]}))["a"][0] == np.inf  # inf stays inf
+
+
+@pytest.mark.parametrize("value", [memoryview(b"\x89PNG"), bytearray(b"\x89PNG"), [memoryview(b"\x89PNG")]])
+def test_byte_buffers_are_bytes_in_the_helpers_and_the_dict_codec(value: object) -> None:
+    assert rk.decode_example(rk.encode_example({"a": value}))["a"] == [b"\x89PNG"]
+    assert rk.bytes_feature(value).bytes_list.value == [b"\x89PNG"]
+
+
+def test_a_buffer_of_wider_items_is_refused_not_stored_as_its_bytes() -> None:
+    with pytest.raises(TypeError, match="feature 'a': a buffer of 1-D items of 4 bytes"):
+        rk.encode_example({"a": memoryview(np.arange(3, dtype=np.int32))})
+    with pytest.raises(ValueError, match="feature 'a': '\\\\ud800' has no UTF-8 form"):
+        rk.encode_example({"a": "\ud800"})

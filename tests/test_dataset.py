@@ -432,8 +432,9 @@ def test_index_files_spare_the_count_and_one_consumer_needs_none(tmp_path: Path,
         assert ids(rk.Dataset(tmp_path, SPEC).batch(100)) == everything
     rk.build_index(rk.list_files(tmp_path))
     read = []
-    real_read_index = dataset_module.read_index
-    monkeypatch.setattr(dataset_module, "read_index", lambda path: read.append(path) or real_read_index(path))
+    real_checked_index = dataset_module.checked_index
+    monkeypatch.setattr(dataset_module, "checked_index",
+                        lambda path, index: read.append(index) or real_checked_index(path, index))
     shares = consumers_ids(tmp_path, 3, 1, monkeypatch)
     assert sorted(i for share in shares for i in share) == everything
     assert sorted({len(share) for share in shares}) == [1003, 1004]
@@ -492,6 +493,32 @@ def test_a_state_from_another_dataset_or_consumer_is_refused(shards: tuple[Path,
     other._fingerprint = lambda: state["fingerprint"]  # type: ignore[method-assign]
     with pytest.raises(ValueError, match="consumer 0 of 1"):
         list(other)
+
+
+def test_a_state_is_refused_once_a_file_was_rewritten_with_other_records(tmp_path: Path) -> None:
+    write_shards(tmp_path, [40, 40])
+    ds = rk.Dataset(tmp_path, SPEC).batch(10)
+    batches = iter(ds)
+    next(batches), next(batches)
+    state = ds.state_dict()
+    rewritten = tmp_path / "train-00001-of-00002.tfrecord"
+    size = rewritten.stat().st_size
+    rk.write_examples(rewritten, {"id": np.arange(80, 120)})  # the same name and size, other records
+    assert rewritten.stat().st_size == size
+    with pytest.raises(ValueError, match=f"{rewritten} has changed since the state was saved"):
+        rk.Dataset(tmp_path, SPEC).batch(10).load_state_dict(state)
+    write_shards(tmp_path, [40, 40])  # the original records again: resuming is sound
+    resumed = rk.Dataset(tmp_path, SPEC).batch(10)
+    resumed.load_state_dict(state)
+    assert ids(resumed) == list(range(20, 80))
+
+
+def test_a_state_from_an_older_recordkit_cannot_show_the_files_are_the_same(shards: tuple[Path, list[int]]) -> None:
+    folder, _ = shards
+    state = dict(rk.Dataset(folder, SPEC).state_dict(), format="recordkit.Dataset/1")
+    del state["files"]
+    with pytest.raises(ValueError, match="older recordkit.*start the epoch again"):
+        rk.Dataset(folder, SPEC).load_state_dict(state)
 
 
 _KILLED_CONSUMER = textwrap.dedent(

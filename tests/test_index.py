@@ -143,8 +143,8 @@ def test_damage_and_wrong_indexes_are_data_loss(tmp_path: Path) -> None:
         ds[4]
     assert (info.value.offset, info.value.record_index) == (offsets[4] + 12, 4)
     (tmp_path / "wrong.idx").write_text("1 50\n")
-    with pytest.raises(rk.DataLossError):
-        rk.IndexedDataset(tmp_path / "a.tfrecord", index=tmp_path / "wrong.idx")[0]
+    with pytest.raises(ValueError, match=r"wrong\.idx:1: the index does not match its record file"):
+        rk.IndexedDataset(tmp_path / "a.tfrecord", index=tmp_path / "wrong.idx")
     (tmp_path / "bad.idx").write_text("not an index\n")
     with pytest.raises(ValueError, match="index"):
         rk.read_index(tmp_path / "bad.idx")
@@ -169,13 +169,33 @@ def test_indexed_dataset_takes_every_source_list_files_takes(tmp_path: Path) -> 
         assert ds[list(range(9))]["i"].tolist() == list(range(9)), source
 
 
-@pytest.mark.parametrize("line", ["0 1099511627776", "0 18446744073709551615", "18446744073709551615 32", "0 17"])
-def test_an_index_beyond_the_file_is_data_loss_not_an_allocation(tmp_path: Path, line: str) -> None:
+@pytest.mark.parametrize("line", ["0 1099511627776", "0 18446744073709551615", "18446744073709551615 32", "0 17",
+                                  "0 0"])
+def test_an_index_beyond_the_file_is_refused_before_any_read(tmp_path: Path, line: str) -> None:
     make(tmp_path / "a.tfrecord", 3)
     (tmp_path / "a.idx").write_text(line + "\n")
-    ds = rk.IndexedDataset(tmp_path / "a.tfrecord", index=tmp_path / "a.idx")
-    with pytest.raises(rk.DataLossError, match="index"):
-        ds[0]
+    with pytest.raises(ValueError, match=r"a\.idx:1: the index does not match its record file"):
+        rk.IndexedDataset(tmp_path / "a.tfrecord", index=tmp_path / "a.idx")
+
+
+def test_an_index_whose_offsets_do_not_chain_is_refused_naming_the_line(tmp_path: Path) -> None:
+    make(tmp_path / "a.tfrecord", 20)
+    lines = Path(rk.build_index(tmp_path / "a.tfrecord")).read_text().splitlines()
+    broken = {
+        "a line missing": (lines[:5] + lines[6:], 6),
+        "the last line missing": (lines[:-1], 19),
+        "a line repeated": (lines[:8] + [lines[7]] + lines[8:], 9),
+        "two lines swapped": (lines[:3] + [lines[4], lines[3]] + lines[5:], 4),
+        "a blank line, then one missing": (lines[:2] + [""] + lines[2:10] + lines[11:], 12),
+    }
+    for what, (kept, number) in broken.items():
+        (tmp_path / "a.tfrecord.idx").write_text("\n".join(kept) + "\n")
+        with pytest.raises(ValueError, match=rf"a\.tfrecord\.idx:{number}: the index does not match"):
+            rk.IndexedDataset(tmp_path / "a.tfrecord")
+        with pytest.raises(ValueError, match=rf"a\.tfrecord\.idx:{number}: the index does not match"):
+            rk.Dataset(tmp_path / "a.tfrecord").shard(2, 0).prepare()
+    (tmp_path / "a.tfrecord.idx").write_text("\n".join(lines) + "\n")
+    assert len(rk.IndexedDataset(tmp_path / "a.tfrecord")) == 20
 
 
 @pytest.mark.parametrize("text, line", [("-1 32\n", 1), ("0 32\n1 2 3\n4 5\n", 2), ("0 32\n7\n", 2), ("0 x\n", 1),

@@ -132,7 +132,7 @@ __all__ = [
 # first use, keeping `import recordkit` light.
 _LAZY = {
     "Dataset": "recordkit.dataset",
-    "list_files": "recordkit.dataset",
+    "list_files": "recordkit.discovery",
     "convert": "recordkit.conversion",
     "infer_schema": "recordkit.schema",
     "Schema": "recordkit.schema",

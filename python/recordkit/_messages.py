@@ -83,7 +83,11 @@ def coerce_float32(value: Any) -> float:
         return value  # type: ignore[return-value]
     if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
         with np.errstate(over="ignore"):
-            return float(np.float32(value))  # stored as float32, as protobuf does
+            narrowed = float(np.float32(value))  # stored as float32, as protobuf does
+        if math.isinf(narrowed) and math.isfinite(value):
+            # protobuf stores inf here; recordkit never stores a silent inf.
+            raise ValueError(f"{value!r} is beyond float32's range (about ±3.4e38), and a FloatList holds float32")
+        return narrowed
     raise TypeError(f"{_describe(value)} is not a number: a FloatList holds numbers")
 
 

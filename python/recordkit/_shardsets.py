@@ -11,10 +11,16 @@ would leave old and new files side by side. The commit therefore writes a
 manifest first (``.train-N-of-N.tfrecord.recordkit-set`` or
 ``.part-N.recordkit-set`` beside the files, hidden from listings): the new files' names, sizes and fingerprints (CRC-32 of their first
 and last 4 KiB). Readers of a folder, glob or ``name@N`` check every set that
-has one: a file that does not match is an error, never a silent mix, and files
-of the name that the manifest does not list (an older set whose removal was
-cut short) are left out. Sets without a manifest (TensorFlow's) are read as
-they are, checked only for completeness.
+has one: a file that does not match is an error, never a silent mix. The
+manifest also records the files the set replaced: those found still there (a
+removal cut short) are left out, with a warning. Any other file of the name
+(a set written later by another tool) is read, so that a folder holding two
+sets of one name is refused, never read as one of them. Sets without a
+manifest (TensorFlow's) are read as they are, checked only for completeness.
+To readers, a compression suffix is not part of a set's name:
+``train-00000-of-00002.tfrecord.gz`` and ``train-00001-of-00002.tfrecord`` are one set
+(TensorFlow jobs write such sets); to writers it is, so that writing a compressed copy
+beside a set never removes the set.
 """
 
 from __future__ import annotations
@@ -22,14 +28,28 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 import zlib
+from typing import Sequence
 
-__all__ = ["SHARD_NAME", "ONEFLOW_PART", "RECORD_SUFFIXES", "shard_names", "split_suffix", "replaced_files",
-           "remove_files", "write_manifest", "checked_listing"]
+from recordkit.errors import user_stacklevel
+
+__all__ = ["SHARD_NAME", "ONEFLOW_PART", "RECORD_SUFFIXES", "shard_names", "split_suffix", "set_suffix",
+           "replaced_files", "remove_files", "write_manifest", "checked_listing", "file_fingerprint"]
 
 SHARD_NAME = re.compile(r"^(?P<prefix>.*)-(?P<index>\d{5,})-of-(?P<total>\d{5,})(?P<suffix>.*)$")
 ONEFLOW_PART = re.compile(r"^part-\d+$")
 RECORD_SUFFIXES = (".tfrecords", ".tfrecord", ".tfr", ".gz", ".gzip", ".zz", ".zlib")
+_COMPRESSION_SUFFIXES = (".gz", ".gzip", ".zz", ".zlib")
+
+
+def set_suffix(suffix: str) -> str:
+    """A shard name's suffix as its set knows it: without compression suffixes
+    (``".tfrecord.gz"`` -> ``".tfrecord"``), which differ from file to file of a
+    set when files were compressed one by one."""
+    while suffix.lower().endswith(_COMPRESSION_SUFFIXES):
+        suffix = suffix[: suffix.rindex(".")]
+    return suffix
 
 
 def split_suffix(base: str) -> tuple[str, str]:
@@ -88,8 +108,10 @@ SetKey = tuple[str, ...]
 
 
 def _set_key(name: str) -> SetKey | None:
-    """The set a shard or part file belongs to: ``(prefix, suffix)`` of a
-    ``prefix-NNNNN-of-NNNNN suffix`` shard, ``("part",)`` of a OneFlow part."""
+    """The set a shard or part file belongs to, as writers replace sets: ``(prefix,
+    suffix)`` of a ``prefix-NNNNN-of-NNNNN suffix`` shard, ``("part",)`` of a
+    OneFlow part. The compression suffix counts here: writing a compressed copy
+    beside a set leaves the set alone (readers of the folder then refuse the pair)."""
     shard = SHARD_NAME.match(name)
     if shard:
         return shard["prefix"], shard["suffix"]
@@ -105,7 +127,9 @@ def _manifest_path(folder: str, key: SetKey) -> str:
     return os.path.join(folder, f".{_set_name(key)}{_MANIFEST_SUFFIX}")
 
 
-def _fingerprint(path: str) -> dict[str, int]:
+def file_fingerprint(path: str) -> dict[str, int]:
+    """What identifies a local file's content cheaply: its size and the CRC-32 of
+    its first and last 4 KiB (a rewrite that keeps all three is vanishingly rare)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(_FINGERPRINT_BYTES)
@@ -114,32 +138,43 @@ def _fingerprint(path: str) -> dict[str, int]:
     return {"size": size, "head": zlib.crc32(head), "tail": zlib.crc32(tail)}
 
 
-def write_manifest(finals: list[str], files: list[str], *, fsync: bool = False) -> None:
+def write_manifest(finals: list[str], files: list[str], replaced: Sequence[str] = (), *,
+                   fsync: bool = False) -> None:
     """Records, before any rename, what the set about to appear under ``finals``
-    holds (``files[i]`` is the finished file that becomes ``finals[i]``); with
-    ``fsync``, flushed to the disk before it is renamed into place."""
+    holds (``files[i]`` is the finished file that becomes ``finals[i]``) and the
+    files of the set it ``replaced`` (:func:`replaced_files`); with ``fsync``,
+    flushed to the disk before it is renamed into place."""
     if any("://" in path for path in finals + files):
         return  # local sets only: a URL's files are renamed by its filesystem, and checked for completeness
     folder = os.path.dirname(os.path.abspath(finals[0]))
     key = _set_key(os.path.basename(finals[0]))
     if key is None:
         return
-    entries = {os.path.basename(final): _fingerprint(file) for final, file in zip(finals, files)}
+    entries = {os.path.basename(final): file_fingerprint(file) for final, file in zip(finals, files)}
+    older = {}
+    for path in replaced:
+        try:
+            older[os.path.basename(path)] = file_fingerprint(path)
+        except FileNotFoundError:
+            pass  # removed by someone else meanwhile: nothing of it can be found later
     path = _manifest_path(folder, key)
     temp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
     with open(temp, "w", encoding="utf-8") as f:
-        json.dump({"recordkit_set": 1, "set": list(key), "files": entries}, f)
+        json.dump({"recordkit_set": 1, "set": list(key), "files": entries, "replaced": older}, f)
         if fsync:
             f.flush()
             os.fsync(f.fileno())
     os.replace(temp, path)
 
 
-def checked_listing(files: list[str], where: str) -> list[str]:
+def checked_listing(files: list[str], where: str, *, warn: bool = True) -> list[str]:
     """``files`` (local paths, as a listing found them) checked against the manifests
-    of their sets: a mismatch raises, files of a replaced set are left out."""
-    manifests: dict[tuple[str, SetKey], dict[str, dict[str, int]] | None] = {}
+    of their sets: a mismatch raises; files that a manifest records as replaced
+    (their removal cut short) are left out, with a warning naming them (unless
+    ``warn`` is false: the caller raises instead)."""
+    manifests: dict[tuple[str, SetKey], _Manifest | None] = {}
     kept = []
+    left_out: dict[str, list[str]] = {}
     for path in files:
         folder, name = os.path.split(path)
         key = _set_key(name)
@@ -148,22 +183,40 @@ def checked_listing(files: list[str], where: str) -> list[str]:
             continue
         if (folder, key) not in manifests:
             manifests[folder, key] = _read_manifest(_manifest_path(folder or ".", key), key)
-        listed = manifests[folder, key]
-        if listed is None:
+        manifest = manifests[folder, key]
+        if manifest is None:
             kept.append(path)
-        elif name in listed:
-            if _fingerprint(path) != listed[name]:
+        elif name in manifest.files:
+            if file_fingerprint(path) != manifest.files[name]:
                 raise ValueError(
                     f"{where}: {path} is not the file its set's manifest ({_manifest_path(folder or '.', key)}) "
                     f"lists: a write of the set {_set_name(key)} did not finish, leaving old and new files side by side. "
                     "Write the set again (or, if a file was replaced by hand, remove the manifest)"
                 )
             kept.append(path)
-        # else: a file of an older set of this name, whose removal was cut short
+        elif name in manifest.replaced and file_fingerprint(path) == manifest.replaced[name]:
+            # A file of the set this one replaced, whose removal was cut short.
+            left_out.setdefault(_manifest_path(folder or ".", key), []).append(name)
+        else:
+            kept.append(path)  # another set of the name, written since: the listing's checks refuse the pair
+    for manifest_path, names in left_out.items() if warn else ():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        warnings.warn(
+            f"{where}: left out {len(names)} file(s) of an older set that the set in {manifest_path} replaced "
+            f"({shown}): their removal was cut short; delete them", UserWarning, stacklevel=user_stacklevel())
     return kept
 
 
-def _read_manifest(path: str, key: SetKey) -> dict[str, dict[str, int]] | None:
+class _Manifest:
+    """What a set's manifest records: its files, and the files of the set it replaced."""
+
+    __slots__ = ("files", "replaced")
+
+    def __init__(self, files: dict[str, dict[str, int]], replaced: dict[str, dict[str, int]]) -> None:
+        self.files, self.replaced = files, replaced
+
+
+def _read_manifest(path: str, key: SetKey) -> _Manifest | None:
     """The files a set's manifest lists; None without one, or when it belongs to
     another set whose shown name is the same (prefixes and suffixes can hold anything)."""
     try:
@@ -174,6 +227,7 @@ def _read_manifest(path: str, key: SetKey) -> dict[str, dict[str, int]] | None:
     except (OSError, ValueError) as error:
         raise ValueError(f"{path}: unreadable shard-set manifest ({error}); remove it to read the files as they are") from None
     files = content.get("files") if isinstance(content, dict) else None
-    if not isinstance(files, dict):
+    replaced = content.get("replaced", {}) if isinstance(content, dict) else None
+    if not isinstance(files, dict) or not isinstance(replaced, dict):
         raise ValueError(f"{path}: not a shard-set manifest; remove it to read the files as they are")
-    return files if content.get("set") == list(key) else None
+    return _Manifest(files, replaced) if content.get("set") == list(key) else None

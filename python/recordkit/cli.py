@@ -21,10 +21,10 @@ import numpy as np
 from recordkit import __version__, ofrecord, train
 from recordkit.codec import decode_example, decode_ofrecord, decode_sequence_example
 from recordkit.conversion import FORMATS, convert, parse_size
-from recordkit.dataset import list_files, record_format
+from recordkit.discovery import list_files, record_format, suffix_compression
 from recordkit.errors import DataLossError, DataLossWarning, ParseError
 from recordkit.index import build_index
-from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records, plural, suffix_compression
+from recordkit.records import OFRecordReader, TFRecordReader, TFRecordWriter, count_records, plural
 from recordkit.schema import infer_schema
 from recordkit.stats import check_plot_path, feature_stats, plot_stats
 

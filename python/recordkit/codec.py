@@ -33,6 +33,8 @@ __all__ = [
     "decode_sequence_example",
     "encode_ofrecord",
     "decode_ofrecord",
+    "buffer_bytes",
+    "check_float32_range",
 ]
 
 _INT64 = np.iinfo(np.int64)
@@ -47,6 +49,24 @@ def _unwrap(value: Any) -> Any:
 
 
 _SCALARS = (bytes, str, np.bytes_, np.str_, bool, int, float, np.generic)
+
+
+def buffer_bytes(value: Any, what: str, default: Any = None) -> Any:
+    """The bytes of ``value`` when it is a byte buffer (``bytearray``, a 1-D
+    ``memoryview`` of single bytes, or any such object with the buffer protocol);
+    ``default`` for an object without the buffer protocol. A buffer of wider items
+    or more dimensions is a ``TypeError`` that starts with ``what``."""
+    if isinstance(value, (str, np.ndarray)):
+        return default
+    try:
+        view = memoryview(value)
+    except TypeError:
+        return default
+    with view:
+        if view.ndim == 1 and view.itemsize == 1:
+            return view.tobytes()
+        raise TypeError(f"{what}: a buffer of {view.ndim}-D items of {view.itemsize} bytes ({view.format!r}) "
+                        f"({type(value).__name__}); pass np.asarray(...) for numbers, or .tobytes() for bytes")
 
 
 def _flat(value: Any, what: str) -> list | np.ndarray:
@@ -64,14 +84,15 @@ def _flat(value: Any, what: str) -> list | np.ndarray:
         return value.reshape(-1)
     if isinstance(value, _SCALARS):
         return [value]
-    if isinstance(value, (bytearray, memoryview)):
-        return [bytes(value)]
+    as_bytes = buffer_bytes(value, what)
+    if as_bytes is not None:
+        return [as_bytes]
     if isinstance(value, (Mapping, set, frozenset)) or not isinstance(value, Iterable):
         raise TypeError(f"{what}: cannot store {_shown(value)} ({type(value).__name__}); "
                         "a feature holds a scalar, a flat list or a 1-D array")
-    items = list(value)
+    items = [item if isinstance(item, _SCALARS) else buffer_bytes(item, what, item) for item in value]
     for item in items:
-        if not isinstance(item, (*_SCALARS, bytearray)):
+        if not isinstance(item, _SCALARS):
             raise TypeError(f"{what}: cannot store {_shown(value)}: it holds {_shown(item)} "
                             f"({type(item).__name__}), and a feature holds one flat list of numbers or strings")
     return items
@@ -95,8 +116,12 @@ def _is_float(v: Any) -> bool:
     return isinstance(v, (float, np.floating))
 
 
-def _as_bytes(values: Iterable[Any]) -> list[bytes]:
-    return [v.encode() if isinstance(v, (str, np.str_)) else bytes(v) for v in values]
+def _as_bytes(values: Iterable[Any], what: str) -> list[bytes]:
+    try:
+        return [str.encode(v) if isinstance(v, str) else bytes(v) for v in values]
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{what}: {error.object!r} has no UTF-8 form (it holds a lone surrogate, as a name "
+                         'decoded with errors="surrogateescape" does): encode it to bytes yourself') from None
 
 
 def _int64_array(values: Any, helper: str) -> np.ndarray:
@@ -118,15 +143,28 @@ def _int64_array(values: Any, helper: str) -> np.ndarray:
 
 def _float_array(values: Any, helper: str, dtype: Any = np.float32) -> np.ndarray:
     if isinstance(values, np.ndarray):
-        if values.dtype.kind in "biuf":
-            with np.errstate(over="ignore"):
-                return values.astype(dtype)
-        raise TypeError(f"{helper} takes numbers, not an array of {values.dtype}; use {_helper_for(values)}")
-    for v in values:
-        if not (_is_int(v) or _is_float(v)):
-            raise TypeError(f"{helper} takes numbers, not {v!r} ({type(v).__name__}); use {_helper_for(v)}")
+        if values.dtype.kind not in "biuf":
+            raise TypeError(f"{helper} takes numbers, not an array of {values.dtype}; use {_helper_for(values)}")
+        wide = values
+    else:
+        for v in values:
+            if not (_is_int(v) or _is_float(v)):
+                raise TypeError(f"{helper} takes numbers, not {v!r} ({type(v).__name__}); use {_helper_for(v)}")
+        wide = np.array([float(v) for v in values], dtype=np.float64)
     with np.errstate(over="ignore"):
-        return np.array([float(v) for v in values], dtype=dtype)
+        narrowed = wide.astype(dtype)
+    return check_float32_range(wide, narrowed, helper) if dtype == np.float32 else narrowed
+
+
+def check_float32_range(wide: np.ndarray, narrowed: np.ndarray, what: str) -> np.ndarray:
+    """``narrowed`` (``wide`` as float32), unless a finite value became inf: then a
+    ``ValueError`` that starts with ``what``. A float32 list never holds a silent inf."""
+    overflow = np.isinf(narrowed)
+    if overflow.any() and (overflow := overflow & np.isfinite(wide)).any():
+        value = wide[int(np.argmax(overflow))]
+        raise ValueError(f"{what}: {float(value)!r} is beyond float32's range (about ±3.4e38), and "
+                         "tf.train.Example stores floats as float32")
+    return narrowed
 
 
 def _bytes_list(values: Any, helper: str) -> list[bytes]:
@@ -135,7 +173,7 @@ def _bytes_list(values: Any, helper: str) -> list[bytes]:
     for v in values:
         if not _is_bytes(v):
             raise TypeError(f"{helper} takes bytes or str, not {v!r} ({type(v).__name__}); use {_helper_for(v)}")
-    return _as_bytes(values)
+    return _as_bytes(values, helper)
 
 
 def _helper_for(value: Any) -> str:
@@ -197,7 +235,7 @@ def _tf_entry(key: str, value: Any) -> tuple[str, str | None, Any]:
             "(np.array([], np.int64), np.array([], np.float32), np.array([], object)) or a Feature"
         )
     if all(_is_bytes(v) for v in flat):
-        return key, "bytes_list", _as_bytes(flat)
+        return key, "bytes_list", _as_bytes(flat, f"feature {key!r}")
     if all(_is_int(v) for v in flat):
         return key, "int64_list", _int64_array(flat, f"feature {key!r}")
     if all(_is_int(v) or _is_float(v) for v in flat):
@@ -287,7 +325,7 @@ def _of_entry(key: str, value: Any) -> tuple[str, str | None, Any]:
     flat = _flat(value, f"feature {key!r}")
     if isinstance(flat, list):
         if flat and all(_is_bytes(v) for v in flat):
-            return key, "bytes_list", _as_bytes(flat)
+            return key, "bytes_list", _as_bytes(flat, f"feature {key!r}")
         if not flat:
             raise ValueError(f"feature {key!r}: an empty list has no kind; pass a typed empty array")
         flat = np.asarray(flat)

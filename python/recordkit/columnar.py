@@ -11,32 +11,23 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
 from recordkit import _native
 from recordkit._sources import Source, open_input
+from recordkit.codec import buffer_bytes
+from recordkit.errors import user_stacklevel
 from recordkit.features import FeatureSpec
 from recordkit.parsing import _assemble, _columns, _plan_example, _Requests, check_batch_size
 from recordkit._shardsets import shard_names
-from recordkit.records import OFRecordWriter, TFRecordWriter, _reader_compression, all_or_nothing, warn_skipped
+from recordkit.discovery import check_format, expand_sources, reader_compression, record_format
+from recordkit.records import OFRecordWriter, TFRecordWriter, all_or_nothing, warn_skipped
 from recordkit.threads import get_num_threads
 
 __all__ = ["read_examples", "write_examples", "write_ofrecords", "shard_names", "example_column_batches",
            "scanned_batches", "scanner_batches", "per_file_limit"]
-
-
-def expand_sources(sources: Source | Sequence[Source]) -> list[Source]:
-    """The files a source names, as :func:`recordkit.list_files` finds them
-    (globs, folders, ``name@N``, lists), with open file objects kept as they are."""
-    from recordkit.dataset import list_files  # loaded on first use, like Dataset
-
-    items = [sources] if isinstance(sources, (str, os.PathLike)) or hasattr(sources, "read") else list(sources)  # type: ignore[arg-type]
-    if not items:
-        raise ValueError("no sources given: the list is empty")
-    return [item for source in items
-            for item in ([source] if hasattr(source, "read") else list_files(source))]  # type: ignore[arg-type]
 
 
 def read_examples(
@@ -46,8 +37,9 @@ def read_examples(
     *,
     compression: str | None = "auto",
     verify: bool = True,
+    format: Literal["auto", "tfrecord", "ofrecord"] = "auto",
 ) -> Iterator[dict[str, Any]]:
-    """Yields parsed batches of Examples straight from files.
+    """Yields parsed batches of Examples (or OFRecords) straight from files.
 
     Each batch is read, CRC-checked and parsed in Rust, with the GIL released;
     with more than one thread (:func:`recordkit.set_num_threads`), threads read
@@ -67,6 +59,9 @@ def read_examples(
             more back to the system, to be faulted in again (see the README).
         compression: As for :class:`TFRecordReader`.
         verify: Check payload CRCs.
+        format: ``"auto"`` (OneFlow's ``part-N`` files are OFRecord, whose
+            feature maps are parsed with the same spec; the rest TFRecord),
+            ``"tfrecord"`` or ``"ofrecord"``.
 
     Raises:
         DataLossError: On damage (after yielding the batches before it).
@@ -77,14 +72,15 @@ def read_examples(
             be read with, or a source that names no file.
     """
     batch_size = check_batch_size(batch_size)
-    _reader_compression(compression)
+    reader_compression(compression)
+    check_format(format)
     requests = _Requests()
     _plan_example(features, requests)
     sources = expand_sources(paths)
 
     def batches() -> Iterator[dict[str, Any]]:
         for count, columns in example_column_batches(sources, requests.as_list(), batch_size,
-                                                     compression=compression, verify=verify):
+                                                     compression=compression, verify=verify, format=format):
             yield _assemble(features, _columns(requests, columns), count, single=False)
 
     return batches()
@@ -104,22 +100,21 @@ def example_column_batches(
     verify: bool = True,
     limit: int | None = None,
     flat_bytes: bool = False,
-    format: str = "tfrecord",
+    format: str = "auto",
     max_bytes: int | None = None,
 ) -> Iterator[tuple[int, list[Any]]]:
     """``(records, [(values, counts, uniform)] per request)`` batches of Examples (of
-    OFRecords with ``format="ofrecord"``), framed, checked and parsed in Rust, the next
+    OFRecords in files of that format: ``format`` as for :func:`scanned_batches`), framed, checked and parsed in Rust, the next
     batch on other threads while the caller takes this one (counts are -1 where a record
     lacks the feature; where every record holds the same count, they are that one number
     broadcast, read-only). Batches do not span files. With ``limit``, at most that many
     records, taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``,
     byte strings come as ``(offsets, data)`` arrays instead of object arrays. With
     ``max_bytes``, a batch ends early once its records hold that many bytes."""
-    schema = "oneflow" if format == "ofrecord" else "tensorflow"
-
-    def batches(scanner: Any, want: int | None) -> Any:
+    def batches(scanner: Any, want: int | None, file_format: str) -> Any:
         return _native.ExampleBatches(scanner, requests, batch_size=batch_size, max_bytes=max_bytes, limit=want,
-                                      flat_bytes=flat_bytes, schema=schema)
+                                      flat_bytes=flat_bytes,
+                                      schema="oneflow" if file_format == "ofrecord" else "tensorflow")
 
     for _, count, columns in scanned_batches(paths, batches, format=format, compression=compression,
                                              verify=verify, limit=limit):
@@ -128,17 +123,19 @@ def example_column_batches(
 
 def scanned_batches(
     paths: Sequence[Source],
-    batches: Callable[[Any, int | None], Iterable[tuple[int, Any]]],
+    batches: Callable[[Any, int | None, str], Iterable[tuple[int, Any]]],
     *,
-    format: str = "tfrecord",
+    format: str = "auto",
     compression: str | None = "auto",
     verify: bool = True,
     limit: int | None = None,
     on_error: str = "raise",
 ) -> Iterator[tuple[str, int, Any]]:
-    """``(file name, records, parsed)`` for each batch of ``batches(scanner, at_most)``,
+    """``(file name, records, parsed)`` for each batch of ``batches(scanner, at_most, format)``,
     an iterable over a ``RecordScanner`` of each file in turn (``at_most`` is None for
-    every record; an iterable with ``close`` is closed after). Batches do not span
+    every record; an iterable with ``close`` is closed after). ``format`` is the file's:
+    with ``"auto"``, as :func:`recordkit.discovery.record_format` decides for every
+    reader (OneFlow's ``part-N`` files are OFRecord). Batches do not span
     files. With ``limit``, at most that many records, taken from every file in turn
     (:func:`per_file_limit`). With ``on_error="skip"``, damaged stretches are
     skipped, each with a :class:`DataLossWarning` once its file is done (or left)."""
@@ -149,11 +146,12 @@ def scanned_batches(
             return
         opened = open_input(path)
         try:
+            file_format = record_format(opened.name) if format == "auto" else format
             scanner = _native.RecordScanner(
-                opened.handle, name=opened.name, format=format, compression=_reader_compression(compression),
+                opened.handle, name=opened.name, format=file_format, compression=reader_compression(compression),
                 verify=verify, skip_damaged=on_error == "skip",
             )
-            parsed_batches = batches(scanner, want)
+            parsed_batches = batches(scanner, want, file_format)
             try:
                 for count, parsed in parsed_batches:
                     taken += count
@@ -170,9 +168,9 @@ def scanned_batches(
             opened.close()
 
 
-def scanner_batches(scanner: Any, want: int | None, batch_size: int) -> Iterator[tuple[int, list[bytes]]]:
+def scanner_batches(scanner: Any, want: int | None, file_format: str, batch_size: int) -> Iterator[tuple[int, list[bytes]]]:
     """``(records, [bytes, ...])`` batches of up to ``batch_size`` raw records from
-    ``scanner``, at most ``want`` in all (every record with None)."""
+    ``scanner`` (of a ``file_format`` file), at most ``want`` in all (every record with None)."""
     read = 0
     while want is None or read < want:
         batch = scanner.next_batch(batch_size if want is None else min(batch_size, want - read), 16 << 20)
@@ -189,17 +187,6 @@ Column = tuple[str, np.ndarray | list, np.ndarray, "np.ndarray | None"]  # kind,
 
 _STRING_TYPES = frozenset({bytes, str, np.bytes_, np.str_, bytearray})
 _NUMBERS = (int, float, np.number, np.bool_)
-
-
-def user_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning at the first caller outside recordkit."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class ColumnValueError(ValueError):
@@ -257,16 +244,14 @@ def _kind_of(values: np.ndarray, schema: str, name: str, splits: np.ndarray | No
         objects = values if kind == "O" else values.astype(object)
         odd = set(map(type, objects)) - _STRING_TYPES
         if odd:
-            # A value that no list holds, else a number among strings.
+            # A value that no list holds, else numbers among strings.
             i = next((i for i, v in enumerate(objects) if type(v) in odd and not isinstance(v, _NUMBERS)),
                      None)
             if i is None:
-                i = next(i for i, v in enumerate(objects) if type(v) in odd)
-                problem = "a string column holds bytes or str, not"
-            else:
-                problem = "a tf.train.Feature holds ints, floats, bytes or str, not"
+                raise TypeError(_mixed_kinds(name, objects, splits))
             bad = objects[i]
-            raise TypeError(f"column {name!r}, row {_row_of(i, splits)}: {problem} {bad!r} ({type(bad).__name__})")
+            raise TypeError(f"column {name!r}, row {_row_of(i, splits)}: a tf.train.Feature holds ints, floats, "
+                            f"bytes or str, not {bad!r} ({type(bad).__name__})")
         return "bytes_list", objects
     if kind == "b":
         values = values.astype(np.int64)
@@ -302,6 +287,21 @@ def _kind_of(values: np.ndarray, schema: str, name: str, splits: np.ndarray | No
                 return "double_list", np.ascontiguousarray(values, np.float64)
             return "float_list", np.ascontiguousarray(values, np.float32)
     raise TypeError(f"column {name!r}: cannot store values of dtype {values.dtype}")
+
+
+def _mixed_kinds(name: str, values: np.ndarray, splits: np.ndarray | None) -> str:
+    """The message for a column that mixes strings and numbers: the first row of each kind."""
+    firsts: dict[str, int] = {}
+    for i, value in enumerate(values):
+        kind = ("strings" if isinstance(value, tuple(_STRING_TYPES)) else
+                "floats" if isinstance(value, (float, np.floating)) else "ints")
+        if kind not in firsts:
+            firsts[kind] = _row_of(i, splits)
+            if len(firsts) == 3:
+                break
+    shown = ", ".join(f"{kind} (first in row {row})" for kind, row in sorted(firsts.items(), key=lambda kv: kv[1]))
+    return (f"column {name!r} mixes kinds of values: {shown}; a column holds one kind (a tf.train.Feature "
+            "holds one list), so convert it to one first (e.g. to strings, or to numbers)")
 
 
 # 0, 1, 2, ...: the splits of a slice of one value a row are a view of it (see _uniform_splits).
@@ -345,7 +345,7 @@ def _from_array(name: str, array: np.ndarray, schema: str,
             return fast
         types = set(map(type, array))
         if not types <= _STRING_TYPES:
-            return _from_lists(name, list(array), schema, warned)
+            return _from_unusual_rows(name, list(array), schema, shared, warned)
         return rows, ("bytes_list", array, _uniform_splits(rows, 1, shared), None)
     splits = _uniform_splits(rows, width, shared)
     kind, values = _kind_of(array.reshape(-1), schema, name, splits, warned)
@@ -375,15 +375,75 @@ def _from_sequence(name: str, column: list | _ListRows, schema: str, shared: dic
         return fast
     if isinstance(column, _ListRows):
         column = column.rows[column.lo : column.hi]
+    return _from_unusual_rows(name, column, schema, shared, warned)
+
+
+def _from_unusual_rows(name: str, column: list, schema: str, shared: dict[tuple[int, int], np.ndarray],
+                       warned: set[str] | None) -> tuple[int, Column]:
+    """Rows that the one-pass read did not take. Values of subclasses of the plain
+    types (a ``str`` subclass, a ``bool``-free ``int`` subclass, ``np.float64``) and
+    byte buffers (``bytearray``, ``memoryview``) are first made plain, and read in
+    one pass when that is all that stood in the way; the rest goes through NumPy."""
+    plain = _plain_rows(name, column)
+    if plain is not None:
+        column = plain
+        fast = _from_python_values(name, column, schema, shared, warned)
+        if fast is not None:
+            return fast
     try:
         array = np.asarray(column)
     except ValueError:
         array = None  # ragged
     if array is not None and array.dtype.kind in "SU":
         array = np.array(column, dtype=object)  # the Python strings as they are: NumPy's S and U drop trailing NULs
-    if array is not None and (array.dtype != object or array.ndim == 1):
-        return _from_array(name, array, schema, shared, warned)  # lists of lists: its fallback
+    if array is not None and array.dtype != object:
+        return _from_array(name, array, schema, shared, warned)
+    if array is not None and array.ndim == 1 and set(map(type, array)) <= _STRING_TYPES:
+        return len(array), ("bytes_list", array, _uniform_splits(len(array), 1, shared), None)
     return _from_lists(name, column, schema, warned)
+
+
+def _plain_rows(name: str, rows: list) -> list | None:
+    """``rows`` with every value of a subclass of a plain type as that type and
+    every byte buffer as ``bytes`` (rows that are lists or tuples too); None
+    where nothing needed it."""
+    changed = False
+
+    def plain(value: Any, row: int) -> Any:
+        nonlocal changed
+        kind = type(value)
+        if kind in _PLAIN_TYPES or value is None or isinstance(value, (np.ndarray, np.generic)) and kind is not np.float64:
+            return value
+        if isinstance(value, (list, tuple)):
+            return [plain(item, row) for item in value]
+        made = _plain_value(name, row, value)
+        changed = changed or made is not value
+        return made
+
+    out = [plain(value, row) for row, value in enumerate(rows)]
+    return out if changed else None
+
+
+_PLAIN_TYPES = frozenset({int, float, str, bytes, bool})
+
+
+def _plain_value(name: str, row: int, value: Any) -> Any:
+    """A subclass of ``str``, ``bytes``, ``int`` or ``float`` as its base type (read as
+    the base type reads it, not through methods the subclass may override); a byte
+    buffer (``bytearray``, a 1-D ``memoryview`` of bytes, anything with the buffer
+    protocol that holds bytes) as ``bytes``. A buffer of other items is a
+    ``TypeError`` naming the row: bytes or numbers, it cannot say which it means."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    return buffer_bytes(value, f"column {name!r}, row {row}", value)
 
 
 def _read_rows(columns: list[Any]) -> list[Any]:
@@ -794,6 +854,11 @@ def _write(writer: Any, columns: dict[str, Column], start: int, end: int, schema
     except ValueError as error:
         if len(error.args) == 2 and isinstance(error.args[0], int):  # (row, problem), from Rust
             raise ValueError(f"row {rows_before + start + error.args[0]}: {error.args[1]}") from None
+        if len(error.args) == 3 and isinstance(error.args[1], int):  # (column, value index, problem)
+            name, index, problem = error.args
+            splits = columns[name][2]
+            row = int(np.searchsorted(splits, int(splits[start]) + index, side="right")) - 1
+            raise ColumnValueError(name, rows_before + row, problem) from None
         raise
 
 

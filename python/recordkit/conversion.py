@@ -33,7 +33,7 @@ from recordkit.columnar import (
     Column, ColumnValueError, _normalize, _write, _write_behind, arrow_feature_type, example_column_batches,
     narrow_to_float32,
 )
-from recordkit.dataset import list_files, record_format
+from recordkit.discovery import list_files, record_format, suffix_compression
 from recordkit.images import image_shape
 from recordkit.records import (
     OFRecordReader,
@@ -41,7 +41,6 @@ from recordkit.records import (
     TFRecordReader,
     TFRecordWriter,
     count_records,
-    suffix_compression,
 )
 from recordkit.schema import infer_schema
 from recordkit.tables import numpy_to_arrow, spread_over_rows
@@ -740,7 +739,7 @@ class _RecordSink(_Sink):
         whole_set = finals != [self.destination]
         stale = replaced_files(finals) if whole_set else []  # a set replaces its older sets
         if whole_set:
-            write_manifest(finals, self.staged, fsync=self.fsync)  # before the renames: a crash between them fails the check
+            write_manifest(finals, self.staged, stale, fsync=self.fsync)  # before the renames: a crash between them fails the check
         for staged, final in zip(self.staged, finals):
             replace_file(staged, final)
         if self.fsync:

@@ -16,12 +16,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import fnmatch
-import glob
 import itertools
 import os
 import queue
-import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -30,195 +27,16 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from recordkit import _native
+from recordkit._shardsets import file_fingerprint
 from recordkit._sources import PathLike, _fsspec, _split_url, open_input
-from recordkit._shardsets import ONEFLOW_PART, SHARD_NAME, checked_listing, shard_names, split_suffix
+from recordkit.discovery import RecordFormat, check_format, list_files, reader_compression, record_format
 from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
-from recordkit.index import existing_index, read_index
+from recordkit.index import checked_index, existing_index
 from recordkit.threads import get_num_threads, one_thread_per_worker
 from recordkit.parsing import check_batch_size, check_specs, parse_example, parse_single_example
-from recordkit.records import _reader_compression
 
-__all__ = ["Dataset", "list_files", "record_format"]
-
-RecordFormat = Literal["tfrecord", "ofrecord"]
-
-# --- naming the files ---------------------------------------------------------------------
-
-_GLOB_CHARS = frozenset("*?[")
-_AT_SHARDS = re.compile(r"^(?P<base>.+)@(?P<count>\d+)$")
-_INDEX_SUFFIXES = (".idx", ".index", ".tfindex")
-
-
-def record_format(path: str) -> RecordFormat:
-    """The format a file's name implies: OneFlow's ``part-N`` files are OFRecord, the rest TFRecord."""
-    return "ofrecord" if ONEFLOW_PART.match(_basename(path)) else "tfrecord"
-
-
-def _basename(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def _natural_key(path: str) -> list[Any]:
-    """Sorts ``part-2`` before ``part-10``."""
-    return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", path)]
-
-
-class _Files:
-    """Local or fsspec file-system operations on one path or URL."""
-
-    def __init__(self, text: str) -> None:
-        scheme, _ = _split_url(text)
-        self.fs: Any = None
-        self.path = text
-        if scheme is not None:
-            self.fs, self.path = _fsspec().core.url_to_fs(text)
-        elif text.startswith("file://"):
-            self.path = text[len("file://") :]
-
-    def exists(self) -> bool:
-        return self.fs.exists(self.path) if self.fs else os.path.exists(self.path)
-
-    def isdir(self) -> bool:
-        return self.fs.isdir(self.path) if self.fs else os.path.isdir(self.path)
-
-    def name(self, path: str) -> str:
-        return self.fs.unstrip_protocol(path) if self.fs else path
-
-    def glob(self) -> list[str]:
-        found = self.fs.glob(self.path) if self.fs else glob.glob(self.path)
-        return [self.name(p) for p in found if not (self.fs.isdir(p) if self.fs else os.path.isdir(p))]
-
-    def listdir(self) -> list[str]:
-        if self.fs:
-            entries = self.fs.ls(self.path, detail=True)
-            return [self.name(e["name"]) for e in entries if e.get("type") != "directory"]
-        return [
-            os.path.join(self.path, name)
-            for name in os.listdir(self.path)
-            if not os.path.isdir(os.path.join(self.path, name))
-        ]
-
-
-def _is_record_file(path: str) -> bool:
-    """Leaves out hidden files (and unfinished writes), ``_SUCCESS`` markers and index files."""
-    name = _basename(path)
-    return not name.startswith((".", "_")) and not name.lower().endswith(_INDEX_SUFFIXES)
-
-
-def _check_shard_sets(files: list[str], where: str, pattern: str | None = None) -> None:
-    """Refuses a listing from which some ``-NNNNN-of-NNNNN`` shards are missing.
-
-    With a glob ``pattern``, only the shards the pattern itself would match
-    count as missing (``train-0000[01]-of-00004`` asks for two shards only).
-    """
-    sets: dict[tuple[str, str, int, str, int], set[int]] = {}
-    for path in files:
-        match = SHARD_NAME.match(_basename(path))
-        if match:
-            key = (os.path.dirname(path), match["prefix"], int(match["total"]), match["suffix"], len(match["index"]))
-            sets.setdefault(key, set()).add(int(match["index"]))
-    totals: dict[tuple[str, str, str, int], list[int]] = {}
-    for folder, prefix, total, suffix, width in sets:
-        totals.setdefault((folder, prefix, suffix, width), []).append(total)
-    for (folder, prefix, suffix, width), found_totals in totals.items():
-        if len(found_totals) > 1:
-            named = " and ".join(f"{prefix}-{'N' * width}-of-{t:0{width}d}{suffix}" for t in sorted(found_totals))
-            raise ValueError(
-                f"{where}: holds more than one shard set of one name ({named}); reading both would "
-                "mix or repeat records: remove the stale set, or name the one you mean"
-            )
-    for (folder, prefix, total, suffix, width), found in sets.items():
-        missing = sorted(set(range(total)) - found)
-        if pattern is not None:
-            wanted = _basename(pattern)
-            missing = [i for i in missing if fnmatch.fnmatchcase(f"{prefix}-{i:0{width}d}-of-{total:0{width}d}{suffix}", wanted)]
-        if missing:
-            shown = ", ".join(f"{i:0{width}d}" for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
-            raise FileNotFoundError(
-                f"{where}: the shard set {prefix}-{'N' * width}-of-{total:0{width}d}{suffix} is incomplete: "
-                f"{len(missing)} of {total} shards are missing ({shown})"
-            )
-
-
-def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
-    """The record files a source names, in order.
-
-    A source is a path or URL, a glob (``data/train-*.tfrecord``), a directory
-    (its record files; hidden files, ``_SUCCESS`` and index files left out),
-    ``name@N`` (the N shards ``name-00000-of-0000N`` ...), or a list of any of
-    these. A directory, glob or ``@N`` set from which a ``-NNNNN-of-NNNNN``
-    shard is missing is an error, so that no data goes unread without anyone
-    noticing (a glob asks only for the shards it would match); so is a
-    directory or glob holding two shard sets of one name with different
-    totals (``train-*-of-00003`` beside ``train-*-of-00002``), which would
-    repeat records.
-
-    Raises:
-        FileNotFoundError: When something named does not exist, a glob or
-            directory holds no record file, or a shard set is incomplete.
-        ValueError: When a directory or glob holds two shard sets of one name.
-    """
-    if isinstance(source, (list, tuple)):
-        if not source:
-            raise ValueError("no sources given: the list is empty")
-        return [path for item in source for path in list_files(item)]
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(f"expected a path, URL, glob or a list of them, not {type(source).__name__}")
-    text = os.fsdecode(os.fspath(source))
-    files = _Files(text)
-    if files.exists():
-        if not files.isdir():
-            return [text]
-        found = checked_listing(sorted(filter(_is_record_file, files.listdir()), key=_natural_key), text)
-        if not found:
-            raise FileNotFoundError(2, "no record files in the directory", text)
-        _check_shard_sets(found, text)
-        return found
-    at_shards = _AT_SHARDS.match(text)
-    if at_shards:
-        return _at_shards(at_shards["base"], int(at_shards["count"]))
-    if _GLOB_CHARS.intersection(text):
-        found = checked_listing(sorted(filter(_is_record_file, files.glob()), key=_natural_key), text)
-        if not found:
-            raise FileNotFoundError(2, "no record file matches", text)
-        _check_shard_sets(found, text, pattern=text)
-        return found
-    raise FileNotFoundError(2, "No such file or directory", text)
-
-
-def _at_shards(base: str, count: int) -> list[str]:
-    """``name@N``: the N shards ``name-00000-of-0000N`` (TensorFlow's spelling), or
-    ``name-00000-of-0000N.tfrecord`` and the like (what :func:`shard_names` writes
-    for ``name.tfrecord``; ``name.tfrecord@N`` finds those too)."""
-    if count < 1:
-        raise ValueError(f"{base}@{count}: a shard count must be at least 1")
-    spellings = [[f"{base}-{i:05d}-of-{count:05d}" for i in range(count)], shard_names(base, count)]
-    if not split_suffix(_basename(base))[1]:
-        spellings += [shard_names(base + suffix, count) for suffix in _SHARD_SUFFIXES]
-    tried: list[str] = []
-    for names in spellings:
-        if names[0] in tried:
-            continue
-        tried.append(names[0])
-        present = [_Files(name).exists() for name in names]
-        if all(present):
-            current = checked_listing(names, f"{base}@{count}")
-            if len(current) != len(names):
-                raise FileNotFoundError(f"{base}@{count}: these files are an older set of this name, replaced by "
-                                        "another (its manifest lists other files); name the current set")
-            return current
-        if any(present):
-            missing = [name for name, there in zip(names, present) if not there]
-            raise FileNotFoundError(
-                f"{base}@{count}: {len(missing)} of {count} shards are missing (first: {missing[0]})"
-            )
-    raise FileNotFoundError(f"{base}@{count}: no shard set found; tried {', '.join(tried)}")
-
-
-# The suffixes ``name@N`` tries after TensorFlow's bare spelling, most common first.
-_SHARD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecord.zz", ".tfr", ".gz")
-
+__all__ = ["Dataset"]
 
 # --- splitting the work --------------------------------------------------------------------
 
@@ -260,7 +78,7 @@ def _survey(path: str, fmt: RecordFormat) -> _Survey | None:
             return None  # reaching record i means decompressing everything before it
         index = existing_index(path) if fmt == "tfrecord" else None
         if index is not None:
-            offsets, _ = read_index(index)
+            offsets, _ = checked_index(path, index)
             return _Survey(len(offsets), offsets[::_CHECKPOINT_EVERY].copy())
         records, checkpoints = 0, []
         while True:
@@ -606,7 +424,39 @@ class _Step:
     args: tuple[Any, ...]
 
 
-_STATE_FORMAT = "recordkit.Dataset/1"
+class _Identities:
+    """File identities for saved states: a local file's size and the CRC-32 of its
+    first and last 4 KiB, a URL's size and the version tag its filesystem reports.
+    A local file's is read again only when its size or modification time changed."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[Any, str]] = {}
+
+    def get(self, path: str) -> str:
+        if _split_url(path)[0] is not None:
+            known = self._known.get(path)
+            if known is None:
+                known = self._known[path] = (None, _url_identity(path))
+            return known[1]
+        info = os.stat(path)
+        stamp = (info.st_size, info.st_mtime_ns)
+        known = self._known.get(path)
+        if known is None or known[0] != stamp:
+            fingerprint = file_fingerprint(path)
+            known = self._known[path] = (stamp, f"{fingerprint['size']}:{fingerprint['head']:08x}:{fingerprint['tail']:08x}")
+        return known[1]
+
+
+def _url_identity(url: str) -> str:
+    """A URL's size and version tag (ETag, checksum or modification time) as its filesystem reports them."""
+    fs, path = _fsspec().core.url_to_fs(url)
+    info = fs.info(path)
+    tag = next((info[k] for k in ("ETag", "etag", "md5", "crc32c", "LastModified", "last_modified", "mtime", "created")
+                if info.get(k) is not None), "")
+    return f"{info.get('size')}:{tag}"
+
+
+_STATE_FORMAT = "recordkit.Dataset/2"  # 2: with each file's identity
 
 
 @dataclass
@@ -683,8 +533,7 @@ class Dataset:
         parallel_reads: bool | None = None,
         even_shares: bool = False,
     ) -> None:
-        if format not in ("auto", "tfrecord", "ofrecord"):
-            raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
+        check_format(format)
         if cycle_length is not None and cycle_length < 1:
             raise ValueError(f"cycle_length must be at least 1, not {cycle_length}")
         if features is not None:
@@ -698,7 +547,7 @@ class Dataset:
                 "use features=None and .map(rk.decode_ofrecord)"
             )
         self.features = features
-        self._options = _ReadOptions(_reader_compression(compression), bool(verify))
+        self._options = _ReadOptions(reader_compression(compression), bool(verify))
         self._cycle_length = cycle_length
         self._even_shares = bool(even_shares)
         self._parallel_reads = (
@@ -710,6 +559,7 @@ class Dataset:
         self._progress: _Progress | None = None  # of the latest iteration
         self._resume: tuple[int, list[int]] | None = None  # (items to pass over, consumer) for the next
         self._surveys: dict[str, _Survey | None] = {}  # shared by every dataset chained from this one
+        self._identities = _Identities()  # likewise
 
     @property
     def files(self) -> list[str]:
@@ -817,19 +667,28 @@ class Dataset:
             "seed": shuffle.args[1] if shuffle else None,
             "consumer": consumer,
             "fingerprint": self._fingerprint(),
+            "files": self._file_identities(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resumes from :meth:`state_dict`'s result: the next iteration delivers the
         rest of the saved epoch, in the same order, then later epochs as usual.
 
-        The dataset must be built the same way (files, steps, seed, shards) and
-        read by the same consumer (shard or rank and DataLoader worker), or a
-        ``ValueError`` says what differs. Resuming replays the epoch up to the
+        The dataset must be built the same way (files, steps, seed, shards),
+        over files that hold what they held when the state was saved (each
+        file's size and the CRC of its first and last 4 KiB are saved with it;
+        a URL's size and version tag), and read by the same consumer (shard or
+        rank and DataLoader worker), or a ``ValueError`` says what differs. Resuming replays the epoch up to the
         saved position without handing anything out (files are read and
         ``.map`` functions run again), so it costs about what reading that far
         did; nothing is skipped or repeated.
         """
+        if isinstance(state, Mapping) and state.get("format") == "recordkit.Dataset/1":
+            raise ValueError(
+                "the state was saved by an older recordkit, which did not record what the files held, so "
+                "resuming cannot be shown to deliver the records that were left: start the epoch again "
+                "(ds.set_epoch(state['epoch'])) instead of resuming mid-epoch"
+            )
         if not isinstance(state, Mapping) or state.get("format") != _STATE_FORMAT:
             raise ValueError(f"not a recordkit Dataset state (expected format {_STATE_FORMAT!r})")
         shuffle = next((i for i, step in enumerate(self._steps) if step.kind == "shuffle"), None)
@@ -844,8 +703,22 @@ class Dataset:
                 "the state was saved by a dataset built differently (its files, options or steps differ): "
                 "resuming it here would not deliver the records that were left"
             )
+        saved_files = state.get("files")
+        if not isinstance(saved_files, Mapping):
+            raise ValueError("not a recordkit Dataset state: it records no files")
+        for path, identity in self._file_identities().items():
+            if saved_files.get(path) != identity:
+                raise ValueError(
+                    f"{path} has changed since the state was saved (its size or content differs): "
+                    "resuming would deliver other records than the ones that were left; start the epoch again "
+                    "(ds.set_epoch(state['epoch'])) instead"
+                )
         self._epoch = int(state["epoch"])
         self._resume = (int(state["delivered"]), [int(c) for c in state["consumer"]])
+
+    def _file_identities(self) -> dict[str, str]:
+        """Each file's identity (:class:`_Identities`), by path."""
+        return {path: self._identities.get(path) for path, _ in self._files}
 
     def _fingerprint(self) -> str:
         """What decides the order of the items: files, options and steps (a map by its function's name)."""

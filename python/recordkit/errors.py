@@ -6,7 +6,11 @@ DataLoader or Ray worker to the main process.
 
 from __future__ import annotations
 
+import os
+import sys
+
 __all__ = [
+    "user_stacklevel",
     "RecordkitError",
     "DataLossError",
     "DataLossWarning",
@@ -115,3 +119,14 @@ class InternalError(RecordkitError):
 
     Never the input's fault; please report it with the input that caused it.
     """
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside recordkit."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level

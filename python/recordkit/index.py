@@ -18,10 +18,11 @@ import numpy as np
 from recordkit import _native
 from recordkit._shardsets import split_suffix
 from recordkit._sources import open_output
+from recordkit.discovery import list_files
 from recordkit.features import FeatureSpec, FixedLenFeature
 from recordkit.parsing import parse_example, parse_single_example
 
-__all__ = ["build_index", "read_index", "IndexedDataset"]
+__all__ = ["build_index", "read_index", "check_index", "checked_index", "existing_index", "IndexedDataset"]
 
 def _refuse_compressed(path: str) -> None:
     scanner = _native.RecordScanner(path, name=path)
@@ -132,11 +133,54 @@ def read_index(index_path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarr
     raise ValueError(f"{os.fspath(index_path)} is not an index file: expected lines of '<offset> <size>'")
 
 
+def check_index(index_path: str, offsets: np.ndarray, sizes: np.ndarray, file_size: int, record_file: str) -> None:
+    """Refuses an index whose records do not tile the file: the first must start
+    at 0, each next one where the one before ends, and the last end where the file
+    does. An index with a line missing, doubled or out of order would otherwise
+    serve other records than the file holds, or leave some out, without a word."""
+    beyond = np.flatnonzero((offsets > file_size) | (sizes > file_size) | (sizes < 16))
+    if len(beyond):  # checked first: past the file, offset + size could wrap round 2**64
+        i = int(beyond[0])
+        _broken_chain(index_path, i, f"a record of {int(sizes[i])} bytes at {int(offsets[i])}, in a file of "
+                                     f"{file_size} bytes whose records take 16 bytes and more")
+    ends = offsets + sizes
+    if len(offsets):
+        breaks = np.flatnonzero(offsets[1:] != ends[:-1])
+        if offsets[0] != 0:
+            _broken_chain(index_path, 0, f"the first record starts at {int(offsets[0])}, not 0")
+        if len(breaks):
+            i = int(breaks[0]) + 1
+            _broken_chain(index_path, i, f"the record starts at {int(offsets[i])}, but the one before ends at "
+                                         f"{int(ends[i - 1])}")
+    last_end = int(ends[-1]) if len(offsets) else 0
+    if last_end != file_size:
+        _broken_chain(index_path, len(offsets) - 1 if len(offsets) else None,
+                      f"the records end at {last_end}, and {record_file} at {file_size}")
+
+
+def _broken_chain(index_path: str, entry: int | None, problem: str) -> None:
+    """Raises the ``ValueError`` for :func:`check_index`, naming the line of the ``entry``-th record."""
+    where = index_path
+    if entry is not None:
+        with open(index_path, "rb") as f:
+            lines = [number for number, line in enumerate(f, 1) if line.strip()]
+        where = f"{index_path}:{lines[entry]}"
+    raise ValueError(f"{where}: the index does not match its record file ({problem}); a line is missing, "
+                     "repeated or wrong, or the file changed: rebuild it with rk.build_index (recordkit index)")
+
+
 def _is_u64(token: bytes) -> bool:
     try:
         return 0 <= int(token) < 1 << 64
     except ValueError:
         return False
+
+
+def checked_index(path: str, index: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(offsets, sizes)`` of the local record file ``path`` from its index file, checked to tile the file."""
+    offsets, sizes = read_index(index)
+    check_index(index, offsets, sizes, os.path.getsize(path), path)
+    return offsets, sizes
 
 
 def existing_index(path: str) -> str | None:
@@ -150,7 +194,7 @@ def existing_index(path: str) -> str | None:
 def _index_for(path: str, index: str | None) -> tuple[np.ndarray, np.ndarray]:
     index = index or existing_index(path)
     if index is not None:
-        return read_index(index)
+        return checked_index(path, index)
     try:
         return read_index(build_index(path))  # cached beside the file
     except PermissionError:  # a read-only folder: keep the index in memory
@@ -192,8 +236,6 @@ class IndexedDataset:
         *,
         verify: bool = True,
     ) -> None:
-        from recordkit.dataset import list_files  # loaded on first use, like Dataset
-
         paths = list_files(source if isinstance(source, (str, os.PathLike)) else [os.fspath(p) for p in source])
         indexes = [None] * len(paths) if index is None else (
             [os.fspath(index)] if isinstance(index, (str, os.PathLike)) else [os.fspath(i) for i in index])

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 from recordkit import _native
 from recordkit._shardsets import remove_files, replaced_files, write_manifest
 from recordkit._sources import Source, open_input, open_output
+from recordkit.discovery import check_format, expand_sources, reader_compression, record_format, writer_compression
 from recordkit.errors import DataLossError, DataLossWarning
 
 __all__ = [
@@ -54,36 +55,6 @@ def warn_skipped(name: str, skipped: list[tuple[int, int, str, str, int]], stack
     for offset, nbytes, _, detail, record_index in skipped:
         warnings.warn(f"{name}: skipped {plural(nbytes, 'damaged byte')} at offset {offset} ({detail}), "
                       f"after {plural(record_index, 'intact record')}", DataLossWarning, stacklevel=stacklevel + 1)
-
-
-def _reader_compression(compression: str | None) -> str:
-    if compression is None:
-        return "none"
-    if not isinstance(compression, str):
-        raise TypeError(f"compression must be a string or None, not {type(compression).__name__}")
-    if compression.lower() not in ("auto", "none", "", "gzip", "zlib"):
-        raise ValueError(
-            f'unknown compression {compression!r}: expected "auto", None, "gzip" or "zlib"'
-        )
-    return compression.lower() or "none"
-
-
-def _writer_compression(compression: str | None) -> str:
-    if compression is None:
-        return "none"
-    if not isinstance(compression, str) or compression.lower() not in ("none", "", "gzip", "zlib"):
-        raise ValueError(f'unknown compression {compression!r}: expected None, "gzip" or "zlib"')
-    return compression.lower() or "none"
-
-
-def suffix_compression(path: str | os.PathLike[str]) -> str | None:
-    """The compression a file name asks for: ``"gzip"`` for ``.gz``/``.gzip``, ``"zlib"`` for ``.zz``/``.zlib``."""
-    name = os.fspath(path).lower()
-    if name.endswith((".gz", ".gzip")):
-        return "gzip"
-    if name.endswith((".zz", ".zlib")):
-        return "zlib"
-    return None
 
 
 @dataclass(frozen=True)
@@ -141,7 +112,7 @@ class _RecordReader:
         if on_error not in ("raise", "skip"):
             raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
         self._path = path
-        self._compression = _reader_compression(compression)
+        self._compression = reader_compression(compression)
         self._verify = bool(verify)
         self._on_error = on_error
         self.stats = ReadStats()
@@ -350,7 +321,7 @@ class _RecordWriter:
     _format = "tfrecord"
 
     def __init__(self, path: Source, compression: str | None = None, *, fsync: bool = False) -> None:
-        native_compression = _writer_compression(compression)
+        native_compression = writer_compression(compression)
         self._target = open_output(path, fsync=fsync)
         try:
             self._native: Any = _native.RecordWriter(
@@ -536,7 +507,7 @@ def all_or_nothing(open_writer: Callable[[Any], _RecordWriter], targets: Sequenc
             # a crash between two renames leaves a set that fails its check, not a mix.
             temps = [writer._finish_unnamed() for writer in writers]
             if all(temps):
-                write_manifest([w.name for w in writers], temps, fsync=fsync)  # type: ignore[arg-type]
+                write_manifest([w.name for w in writers], temps, stale, fsync=fsync)  # type: ignore[arg-type]
         for writer in writers:
             writer.close()
     except BaseException:
@@ -569,11 +540,7 @@ def count_records(
     Raises:
         DataLossError: If the framing is damaged.
     """
-    from recordkit.columnar import expand_sources  # loaded on first use, like Dataset
-    from recordkit.dataset import record_format
-
-    if format not in ("auto", "tfrecord", "ofrecord"):
-        raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
+    check_format(format)
     total = 0
     for source in expand_sources(path):
         opened = open_input(source)
@@ -583,7 +550,7 @@ def count_records(
                 opened.handle,
                 name=opened.name,
                 format=file_format,
-                compression=_reader_compression(compression),
+                compression=reader_compression(compression),
                 verify=False,
             )
             try:

@@ -17,7 +17,7 @@ import numpy as np
 from recordkit import _native, train
 from recordkit._sources import PathLike
 from recordkit.columnar import per_file_limit, scanned_batches, scanner_batches
-from recordkit.dataset import RecordFormat, list_files, record_format
+from recordkit.discovery import RecordFormat, list_files, record_format
 from recordkit.features import FeatureSpec, FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
 
 __all__ = ["FeatureInfo", "Schema", "infer_schema", "record_batches", "decode_any", "MESSAGE_NAMES"]

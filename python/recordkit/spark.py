@@ -39,6 +39,7 @@ except ImportError:  # pragma: no cover - the message is the point
     raise ImportError("recordkit.spark needs PySpark 4: pip install 'recordkit[spark]'") from None
 
 from recordkit._engines import StagedWrite, group_ranges
+from recordkit.discovery import is_listed_record_file
 from recordkit.tables import RecordRange, TableScan
 
 if TYPE_CHECKING:
@@ -154,8 +155,6 @@ class _Writer(DataSourceArrowWriter):
 
 
 def _record_files(folder: str) -> list[str]:
-    """The files a reader of ``folder`` would read (hidden files and markers aside)."""
-    from recordkit.dataset import _is_record_file
-
+    """The files a reader of ``folder`` would read (hidden files, markers and files of other kinds aside)."""
     return [os.path.join(folder, name) for name in os.listdir(folder)
-            if _is_record_file(name) and os.path.isfile(os.path.join(folder, name))]
+            if is_listed_record_file(name) and os.path.isfile(os.path.join(folder, name))]

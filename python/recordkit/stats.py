@@ -17,7 +17,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from recordkit._sources import PathLike, require
-from recordkit.dataset import list_files
+from recordkit.discovery import list_files
 from recordkit.columnar import example_column_batches
 from recordkit.schema import decode_any, infer_schema, record_batches
 

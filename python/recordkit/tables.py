@@ -23,7 +23,8 @@ import numpy as np
 from recordkit import _native
 from recordkit._sources import open_input
 from recordkit.errors import DataLossWarning, ParseError, RecordkitError
-from recordkit.records import _reader_compression, warn_skipped
+from recordkit.discovery import check_format, list_files, reader_compression, record_format
+from recordkit.records import warn_skipped
 from recordkit.features import (
     DTYPES,
     FeatureSpec,
@@ -655,7 +656,6 @@ class TableScan:
     ) -> None:
         import pyarrow as pa
 
-        from recordkit.dataset import list_files, record_format
 
         if on_error not in ("raise", "skip"):
             raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
@@ -666,8 +666,7 @@ class TableScan:
         columns = _wanted_columns(columns)
         if features is None and sequence_features is None and infer_from < 1:
             raise ValueError(f"infer_from must be at least 1, not {infer_from}: the schema is inferred from that many records")
-        if format not in ("auto", "tfrecord", "ofrecord"):
-            raise ValueError(f'format must be "auto", "tfrecord" or "ofrecord", not {format!r}')
+        check_format(format)
         self.files = list_files(source)
         self.format = record_format(self.files[0]) if format == "auto" else format
         if features is None and sequence_features is None:
@@ -731,7 +730,7 @@ class TableScan:
             try:
                 skip = self.on_error == "skip"
                 scanner = _native.RecordScanner(opened.handle, name=opened.name, format=self.format,
-                                                compression=_reader_compression(self.compression), verify=self.verify,
+                                                compression=reader_compression(self.compression), verify=self.verify,
                                                 skip_damaged=skip)
                 limit = None if piece.stop is None else piece.stop - piece.start
                 try:

@@ -12,9 +12,9 @@ use crate::columns::{
 };
 use crate::error::Error;
 use crate::example::{
-    dedup, feature, for_each_entry, for_each_example_entry, for_each_sequence_entry, map_key_order,
-    put_example, put_feature_map, put_sequence_example, Feature, Kind, OffsetBytes, Schema, Steps,
-    Values,
+    check_feature_entry, check_feature_list_entry, dedup, feature, for_each_entry,
+    for_each_example_entry, for_each_sequence_entry, map_key_order, put_example, put_feature_map,
+    put_sequence_example, Feature, Kind, OffsetBytes, Schema, Steps, Values,
 };
 use crate::interned::{intern, Interned};
 use crate::py::files::Payload;
@@ -525,7 +525,8 @@ pub fn decode_features<'py>(
         }
         .map_err(malformed)?;
         let out = PyDict::new(py);
-        for entry in dedup(entries) {
+        let entries = dedup(entries, |e| check_feature_entry(e, schema)).map_err(malformed)?;
+        for entry in entries {
             let f = entry.feature(schema).map_err(malformed)?;
             out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
         }
@@ -599,12 +600,15 @@ pub fn decode_sequence<'py>(
         for_each_sequence_entry(&payload, &mut |e| context.push(e), &mut |e| lists.push(e))
             .map_err(malformed)?;
         let context_out = PyDict::new(py);
-        for entry in dedup(context) {
+        let context =
+            dedup(context, |e| check_feature_entry(e, Schema::TensorFlow)).map_err(malformed)?;
+        for entry in context {
             let f = entry.feature(Schema::TensorFlow).map_err(malformed)?;
             context_out.set_item(utf8_key(entry.key)?, feature_to_py(py, &f)?)?;
         }
         let lists_out = PyDict::new(py);
-        for entry in dedup(lists) {
+        let lists = dedup(lists, check_feature_list_entry).map_err(malformed)?;
+        for entry in lists {
             let steps = PyList::empty(py);
             let mut failure = None;
             entry
@@ -695,6 +699,26 @@ pub fn encode_list<'py>(
     })
 }
 
+/// A `str` value with no UTF-8 form (a lone surrogate) as `ValueError((index, problem))`,
+/// for the caller to name its column and row; any other error as it is.
+fn no_utf8(py: Python<'_>, index: usize, error: PyErr) -> PyErr {
+    if !error.is_instance_of::<pyo3::exceptions::PyUnicodeEncodeError>(py) {
+        return error;
+    }
+    let shown = error
+        .value(py)
+        .getattr("object")
+        .and_then(|o| o.repr())
+        .map_or_else(|_| "a str".to_owned(), |r| r.to_string());
+    PyValueError::new_err((
+        index,
+        format!(
+            "{shown} has no UTF-8 form (it holds a lone surrogate, as a name decoded with \
+             errors=\"surrogateescape\" does): encode it to bytes yourself"
+        ),
+    ))
+}
+
 /// Values for encoding, borrowed from Python objects (NumPy arrays of the
 /// kind's dtype, or a list of bytes).
 pub enum Held<'py> {
@@ -728,7 +752,8 @@ impl<'py> Held<'py> {
             Kind::Bytes => Held::Bytes(
                 values
                     .try_iter()?
-                    .map(|v| Payload::extract(&v?))
+                    .enumerate()
+                    .map(|(i, v)| Payload::extract(&v?).map_err(|e| no_utf8(values.py(), i, e)))
                     .collect::<PyResult<_>>()?,
             ),
             Kind::Float => Held::Float(values.extract().map_err(wrong)?),

@@ -352,7 +352,18 @@ impl Values {
             // Copied before returning, while `item` lives.
             return match exact_string::<true>(item) {
                 Some(bytes) => Ok(self.push_bytes(bytes)),
-                None => Err(PyErr::fetch(py)), // lone surrogates have no UTF-8
+                None => {
+                    // Lone surrogates have no UTF-8: named with the row, as any value that cannot be stored.
+                    ffi::PyErr_Clear();
+                    let shown = Bound::from_borrowed_ptr(py, item).repr()?;
+                    Err(PyValueError::new_err((
+                        row,
+                        format!(
+                            "{shown} has no UTF-8 form (it holds a lone surrogate, as a name decoded \
+                             with errors=\"surrogateescape\" does): encode it to bytes yourself"
+                        ),
+                    )))
+                }
             };
         }
         if ffi::PyBool_Check(item) != 0 {

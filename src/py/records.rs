@@ -1138,7 +1138,19 @@ impl PyRecordWriter {
                     PyReadonlyArray1<'_, i64>,
                     Option<PyReadonlyArray1<'_, bool>>,
                 ) = item.extract()?;
-                let values = Held::extract(&kind, &values)?;
+                let values = Held::extract(&kind, &values).map_err(|e| {
+                    // (value index, problem) -> (column, value index, problem): the caller names the row.
+                    match e
+                        .value(py)
+                        .getattr("args")
+                        .and_then(|a| a.extract::<(usize, String)>())
+                    {
+                        Ok((index, problem)) if e.is_instance_of::<PyValueError>(py) => {
+                            PyValueError::new_err((key.clone(), index, problem))
+                        }
+                        _ => e,
+                    }
+                })?;
                 // SAFETY: `owners` holds the item until the source is dropped:
                 // below, or after the thread writing behind is joined (`settle`,
                 // and `Drop`). As for any C extension that releases the GIL over
