@@ -329,3 +329,26 @@ def test_verify_and_salvage_lines_give_the_record_and_the_offset_once(tmp_path: 
     one = tmp_path / "one.tfrecord"
     rk.write_examples(one, {"a": [1]})
     assert run("verify", str(one)).stdout.strip() == f"{one}: OK, 1 record"
+
+
+def test_salvage_of_a_file_with_no_record_fails_and_writes_nothing(tmp_path: Path) -> None:
+    picture = Path(__file__).parent.parent / "docs" / "images" / "cat.jpg"
+    result = run("salvage", str(picture), str(tmp_path / "out.tfrecord"))
+    assert result.returncode == 1
+    assert "no intact record" in result.stderr and "nothing written" in result.stderr
+    assert not (tmp_path / "out.tfrecord").exists()
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    assert run("salvage", str(empty), str(tmp_path / "copy.tfrecord")).returncode == 0  # nothing lost: nothing there
+
+
+def test_cat_and_head_cut_long_values_and_show_their_length(tmp_path: Path) -> None:
+    image = bytes(range(255, -1, -1)) * 20  # not UTF-8
+    rk.write_examples(tmp_path / "i.tfrecord", {"image": [image], "name": ["é" * 80]})
+    line = json.loads(run("head", str(tmp_path / "i.tfrecord")).stdout)
+    assert line["image"][0]["bytes"] == 5120 and len(line["image"][0]["cut"]["base64"]) == 136  # 100 bytes
+    assert line["name"][0] == {"cut": "é" * 50, "bytes": 160}  # whole characters
+    assert json.loads(run("head", str(tmp_path / "i.tfrecord"), "--max-bytes", "0").stdout)["name"] == ["é" * 80]
+    text = run("cat", str(tmp_path / "i.tfrecord"), "--format", "text", "--max-bytes", "4").stdout
+    assert 'value: "\\377\\376\\375\\374"  # 5120 bytes, first 4 shown' in text
+    assert run("head", str(tmp_path / "i.tfrecord"), "--max-bytes", "-1").returncode == 2

@@ -381,3 +381,37 @@ def test_record_batches_end_at_a_count_or_once_they_hold_enough_bytes() -> None:
     records = [b"a" * n for n in (1, 1, 1, 9, 1, 20, 1)]
     assert [[len(r) for r in b] for b in _record_batches(records, 3, 10)] == [[1, 1, 1], [9, 1], [20], [1]]
     assert list(_record_batches([], 3, 10)) == []
+
+
+def test_shard_counts_follow_the_bytes_written_after_compression(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import recordkit.conversion as conversion
+
+    monkeypatch.setattr(conversion, "_SHARD_BYTES", 1_000_000)  # the ~100 MB rule, scaled down
+    monkeypatch.setattr(conversion, "_PROBE_BYTES", 256 << 10)
+    rng = np.random.default_rng(0)
+    noise = tmp_path / "noise.tfrecord"  # incompressible: 3.3 MB before and after gzip
+    rk.write_examples(noise, {"b": [rng.bytes(100) for _ in range(30_000)]})
+    plain = tmp_path / "plain.tfrecord"  # compresses a hundredfold
+    rk.write_examples(plain, {"b": [b"\0" * 100] * 30_000})
+
+    one = rk.convert(plain, tmp_path / "a" / "plain.tfrecord.gz")
+    assert one == [str(tmp_path / "a" / "plain.tfrecord.gz")]  # 3.3 MB of records, a few KB written: one file
+    shards = rk.convert(noise, tmp_path / "b" / "noise.tfrecord.gz")
+    sizes = [Path(p).stat().st_size for p in shards]
+    assert len(shards) == 3 and max(sizes) - min(sizes) < 0.02 * max(sizes), sizes  # even, by rows
+    assert sum(rk.count_records(p) for p in shards) == 30_000
+    sized = rk.convert(noise, tmp_path / "c" / "noise.tfrecord.gz", shard_size=2_000_000)
+    sizes = [Path(p).stat().st_size for p in sized]
+    assert len(sized) == 2 and 1_900_000 < sizes[0] < 2_100_000, sizes  # sizes as written, after compression
+
+
+def test_a_target_that_is_a_folder_is_refused_by_name_before_any_work(tmp_path: Path) -> None:
+    (tmp_path / "out.tfrecord").mkdir()
+    source = jsonl(tmp_path / "t.jsonl", [{"id": 1}])
+    for write in (lambda: rk.convert(source, tmp_path / "out.tfrecord"),
+                  lambda: rk.write_examples(tmp_path / "out.tfrecord", {"id": np.arange(3)}),
+                  lambda: rk.TFRecordWriter(tmp_path / "out.tfrecord")):
+        with pytest.raises(IsADirectoryError, match=re.escape(f"is a folder, not a file to write: name a file inside it: "
+                                                                f"'{tmp_path / 'out.tfrecord'}'")):
+            write()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.tfrecord", "t.jsonl"]  # no temporary file left

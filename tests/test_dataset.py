@@ -581,3 +581,15 @@ def test_stateful_dataloader_resumes_mid_epoch(shards: tuple[Path, list[int]]) -
         assert sorted(delivered) == everything, f"{workers} workers"
     with pytest.raises(TypeError, match="stateful=True"):
         rk.Dataset(folder, SPEC).loader().state_dict()
+
+
+def test_a_dataloader_takes_a_dataset_as_it_is_or_says_what_to_use(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    write_shards(tmp_path, [30, 20])
+    ds = rk.Dataset(tmp_path, SPEC).batch(8)  # made after torch was imported: an IterableDataset
+    for workers in (0, 2):
+        loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
+        assert sorted(i for batch in loader for i in batch["id"].tolist()) == list(range(50))
+    with pytest.raises(TypeError, match=r"has no len\(\); for a PyTorch DataLoader use ds.loader"):
+        len(ds)
+    assert ds and len(list(ds)) == 7  # truth and list() never ask for the length

@@ -399,3 +399,35 @@ def test_row_ids_cannot_ask_for_unbounded_rows() -> None:
     with pytest.raises(rk.ParseError, match="MAX_ROWS_FROM_ROW_IDS"):
         rk.parse_example([ex(v=[1], ids=[1 << 31])], spec)
     assert rk.parse_example([ex(v=[1, 2], ids=[0, 2])], spec)["r"].to_list() == [[[1], [], [2]]]
+
+
+def test_a_default_that_does_not_fit_its_dtype_says_which_spec_and_why() -> None:
+    with pytest.raises(TypeError, match=r"FixedLenFeature\(\[\], 'int64', default_value='x'\): the default of an "
+                                        r"int64 feature is a number, not 'x' \(str\)"):
+        rk.FixedLenFeature([], "int64", default_value="x")
+    with pytest.raises(TypeError, match=r"default_value=1.5\): cannot convert the default to int64"):
+        rk.FixedLenFeature([], "int64", default_value=1.5)
+    with pytest.raises(TypeError, match=r"the default of a string feature is bytes or str"):
+        rk.FixedLenFeature([], "string", default_value=3)
+
+
+@pytest.mark.parametrize("name, kind", [("int64", "int64"), ("int", "int64"), (int, "int64"), (np.int64, "int64"),
+                                        ("float32", "float32"), ("float", "float32"), (float, "float32"),
+                                        ("string", "string"), ("bytes", "string"), (str, "string"), (object, "string"),
+                                        ("tf.int64", "int64")])
+def test_tensorflow_and_numpy_dtype_names_are_accepted(name: object, kind: str) -> None:
+    assert rk.FixedLenFeature([], name).dtype == kind
+    assert rk.VarLenFeature(name).dtype == kind
+
+
+@pytest.mark.parametrize("name", ["float64", "double", np.float64])
+def test_float64_is_read_as_float32_with_a_warning(name: object) -> None:
+    with pytest.warns(UserWarning, match="holds float32 values, so the feature is read as float32"):
+        assert rk.FixedLenFeature([], name).dtype == "float32"
+
+
+@pytest.mark.parametrize("name", ["int32", "bool", "uint8", "float16", "complex64", "datetime"])
+def test_other_dtypes_are_refused_with_the_valid_names(name: str) -> None:
+    with pytest.raises(TypeError, match=r"dtype must be int64 \(or int\), float32 \(or float; float64 and double are "
+                                        r"read as float32\), string \(or bytes, str\)"):
+        rk.FixedLenFeature([], name)

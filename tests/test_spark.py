@@ -103,3 +103,38 @@ def test_tensorflow_reads_what_spark_wrote(spark: Any, tmp_path: Path) -> None:
     files = sorted(str(p) for p in (tmp_path / "out").glob("*.tfrecord"))
     ids = tensorflow_ids(files)
     assert sorted(ids) == list(range(total))
+
+
+_NOT_ON_PATH = """
+import sys
+import numpy as np
+from pyspark.sql import SparkSession
+import recordkit as rk
+import recordkit.spark
+
+rk.write_examples("in.tfrecord", {"id": np.arange(5)})
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+spark.dataSource.register(recordkit.spark.TFRecordDataSource)
+print(sorted(row.id for row in spark.read.format("tfrecord").load("in.tfrecord").collect()))
+spark.stop()
+"""
+
+
+def test_a_python_that_is_not_on_path_runs_the_workers_too(tmp_path: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("java") is None:
+        pytest.skip("local Spark needs Java 17 or newer")
+    # PATH without this Python's folder (nor pyenv's shims): its python3, if any, is another Python.
+    here = os.path.realpath(os.path.dirname(sys.executable))
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                           if p and os.path.realpath(p) != here and "shims" not in p)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    run = subprocess.run([sys.executable, "-c", _NOT_ON_PATH], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(env, PATH=path), timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == "[0, 1, 2, 3, 4]"

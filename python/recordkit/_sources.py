@@ -17,7 +17,7 @@ from typing import IO, Any, Callable, Union
 PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, IO[bytes]]
 
-__all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "display_name", "require",
+__all__ = ["Source", "Opened", "open_input", "AtomicTarget", "open_output", "check_targets", "display_name", "require",
            "remove_files_of_dead_processes", "fsync_path", "replace_file", "make_folders", "remove_empty_folders"]
 
 
@@ -121,6 +121,30 @@ def fsync_path(path: str, directory: bool = False) -> None:
         os.close(fd)
 
 
+def check_targets(targets: Any) -> None:
+    """Refuses, before any work, local output paths that cannot be written: a path
+    that is a folder, or one whose nearest existing folder this process may not
+    write in. Errors name the path asked for, not a temporary file beside it."""
+    import errno
+
+    for target in targets:
+        if _is_file_object(target) or not isinstance(target, (str, os.PathLike)):
+            continue
+        path = os.fsdecode(os.fspath(target))
+        if _split_url(path)[0] is not None:
+            continue
+        local = _split_url(path)[1]
+        if os.path.isdir(local):
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file to write: name a file inside it", path)
+        folder = os.path.dirname(os.path.abspath(local))
+        while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+            if os.path.exists(folder):
+                raise NotADirectoryError(errno.ENOTDIR, f"cannot make a folder where the file {folder} is", path)
+            folder = os.path.dirname(folder)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, f"cannot write in the folder {folder}", path)
+
+
 class AtomicTarget:
     """A file that appears under its final name only when :meth:`commit` runs.
 
@@ -147,6 +171,7 @@ class AtomicTarget:
             raise TypeError(
                 f"expected a path, a URL or a binary file object, not {type(target).__name__}"
             )
+        check_targets([target])
         scheme, path = _split_url(self.name)
         suffix = _temp_suffix()
         if scheme is None:
@@ -177,7 +202,11 @@ class AtomicTarget:
         if self._fs is None:
             if self._fsync:
                 fsync_path(self._temp)
-            replace_file(self._temp, self._final)
+            try:
+                replace_file(self._temp, self._final)
+            except OSError as error:  # named by the target, not by the temporary file
+                raise type(error)(error.errno, f"cannot put the finished file in place: {error.strerror}",
+                                  self._final) from None
             if self._fsync:
                 fsync_path(os.path.dirname(os.path.abspath(self._final)), directory=True)
         else:

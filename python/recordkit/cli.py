@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from recordkit import __version__, ofrecord, train
+from recordkit._messages import text_bytes
 from recordkit.codec import decode_example, decode_ofrecord, decode_sequence_example
 from recordkit.conversion import FORMATS, convert, parse_size
 from recordkit.discovery import list_files, record_format, suffix_compression
@@ -90,17 +91,32 @@ def _without_offset(detail: str) -> str:
     return re.sub(r" at \d+\b", "", detail, count=1)
 
 
-def _json_value(value: Any) -> Any:
+def _json_value(value: Any, max_bytes: int = 0) -> Any:
     """A decoded feature as JSON: numbers as numbers (non-finite as strings),
-    bytes as strings when they are UTF-8, else ``{"base64": ...}``."""
+    bytes as strings when they are UTF-8, else ``{"base64": ...}``; a byte string
+    longer than ``max_bytes`` (0: no limit) as its first ``max_bytes`` bytes, cut:
+    ``{"cut": <them, as above>, "bytes": <its whole length>}``."""
     if value is None:
         return None
     if isinstance(value, list):
-        return [_json_bytes(v) for v in value]
+        return [_json_bytes(v) if not max_bytes or len(v) <= max_bytes else
+                {"cut": _json_bytes(_cut_utf8(v[:max_bytes])), "bytes": len(v)} for v in value]
     if value.dtype == np.float32:
         # The shortest decimal that reads back as the same float32 (1.0000001, not 1.0000001192092896).
         return [float(str(v)) if math.isfinite(v) else str(v) for v in value]
     return [v if not isinstance(v, float) or math.isfinite(v) else str(v) for v in value.tolist()]
+
+
+def _cut_utf8(head: bytes) -> bytes:
+    """The first bytes of a value, without a UTF-8 character cut in two at the end
+    (so that text stays text); bytes that are not UTF-8 are left as they are."""
+    for drop in range(4):
+        try:
+            head[: len(head) - drop].decode("utf-8")
+            return head[: len(head) - drop]
+        except UnicodeDecodeError:
+            continue
+    return head
 
 
 def _json_bytes(value: bytes) -> Any:
@@ -115,36 +131,66 @@ def _is_sequence_example(record: bytes) -> bool:
     return train._has_top_field(record, 2)
 
 
-def _describe(record: bytes, fmt: str, kind: str, keep: set[str] | None) -> str:
-    """One record as a JSON line or in protobuf text format."""
+def _describe(record: bytes, fmt: str, kind: str, keep: set[str] | None, max_bytes: int = 0) -> str:
+    """One record as a JSON line or in protobuf text format; byte strings longer
+    than ``max_bytes`` (0: no limit) cut to that many, their length shown."""
     def pick(mapping: dict) -> dict:
         return {k: v for k, v in mapping.items() if keep is None or k in keep}
+
+    def value(v: Any) -> Any:
+        return _json_value(v, max_bytes)
 
     try:
         if kind == "ofrecord":
             if fmt == "text":
-                return str(ofrecord.OFRecord(pick(dict(ofrecord.OFRecord.FromString(record).feature))))
-            return json.dumps({k: _json_value(v) for k, v in pick(decode_ofrecord(record)).items()})
+                return _cut_text(ofrecord.OFRecord(pick(dict(ofrecord.OFRecord.FromString(record).feature))), max_bytes)
+            return json.dumps({k: value(v) for k, v in pick(decode_ofrecord(record)).items()})
         if _is_sequence_example(record):
             if fmt == "text":
-                return str(train.SequenceExample.FromString(record))
+                return _cut_text(train.SequenceExample.FromString(record), max_bytes)
             context, lists = decode_sequence_example(record)
             return json.dumps({
-                "context": {k: _json_value(v) for k, v in pick(context).items()},
-                "feature_lists": {k: [_json_value(s) for s in steps] for k, steps in pick(lists).items()},
+                "context": {k: value(v) for k, v in pick(context).items()},
+                "feature_lists": {k: [value(s) for s in steps] for k, steps in pick(lists).items()},
             })
         if fmt == "text":
             example = train.Example.FromString(record)
-            return str(train.Example(features=train.Features(pick(dict(example.features.feature)))))
-        return json.dumps({k: _json_value(v) for k, v in sorted(pick(decode_example(record)).items())})
+            return _cut_text(train.Example(features=train.Features(pick(dict(example.features.feature)))), max_bytes)
+        return json.dumps({k: value(v) for k, v in sorted(pick(decode_example(record)).items())})
     except ParseError:
         return json.dumps({"undecodable_record": {"base64": base64.b64encode(record).decode("ascii")}})
+
+
+def _cut_text(message: Any, max_bytes: int) -> str:
+    """A message in protobuf text format, each quoted byte string longer than
+    ``max_bytes`` (0: no limit) cut to that many bytes, with its length in a comment."""
+    text = str(message)
+    if not max_bytes:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        start = line.find('value: "')
+        if start >= 0 and line.endswith('"'):
+            raw = _text_unescape(line[start + 8 : -1])
+            if len(raw) > max_bytes:
+                line = f"{line[: start + 8]}{text_bytes(raw[:max_bytes])[1:]}  # {len(raw)} bytes, first {max_bytes} shown"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _text_unescape(escaped: str) -> bytes:
+    """The bytes of a string as protobuf's text format escapes it (octal, \\n, \\", ...)."""
+    return escaped.encode("latin-1").decode("unicode_escape").encode("latin-1")
 
 
 def _records(path: str, args: argparse.Namespace) -> Iterator[bytes]:
     if _record_format(path, args.record_format) == "ofrecord":
         return iter(OFRecordReader(path, args.compression))
     return iter(TFRecordReader(path, args.compression))
+
+
+# Byte strings (images) are cut to this many bytes on the screen, with their length.
+_MAX_BYTES_SHOWN = 100
 
 
 def _cat(args: argparse.Namespace) -> int:
@@ -155,7 +201,7 @@ def _cat(args: argparse.Namespace) -> int:
         for record in _records(path, args):
             if args.limit is not None and shown >= args.limit:
                 return 0
-            text = _describe(record, args.output_format, kind, keep)
+            text = _describe(record, args.output_format, kind, keep, args.max_bytes)
             print(text if args.output_format == "json" else text.rstrip("\n") + "\n")
             shown += 1
     return 0
@@ -168,6 +214,12 @@ def _salvage(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", DataLossWarning)
         with TFRecordWriter(args.destination, compression=None if compression == "none" else compression) as writer:
             writer.write_many(reader)
+            if not reader.stats.records and reader.stats.damaged_regions:
+                writer.abort()  # nothing to keep: no output, and a failing exit
+                print(f"recordkit salvage: {args.source}: no intact record in its "
+                      f"{plural(reader.stats.bytes_skipped, 'byte')} (is it a TFRecord file? "
+                      f"compression {reader.compression!r}); nothing written", file=sys.stderr)
+                return 1
     for region in reader.stats.damaged_regions:
         print(f"{args.source}: record {region.record_index}, offset {region.offset}: skipped "
               f"{plural(region.bytes_skipped, 'byte')} ({_without_offset(region.detail)})")
@@ -316,6 +368,9 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--limit", "-n", type=_count_arg(0), default=limit, help="print at most this many records")
         sub.add_argument("--format", dest="output_format", choices=["json", "text"], default="json")
         sub.add_argument("--features", help="comma-separated feature names to show (default: all)")
+        sub.add_argument("--max-bytes", type=_count_arg(0), default=_MAX_BYTES_SHOWN,
+                         help=f"show at most this many bytes of each byte string, with its length "
+                              f"(default {_MAX_BYTES_SHOWN}; 0 shows them whole)")
         sub.set_defaults(run=_cat)
     salvage = command(
         "salvage", help="Copy every intact record of a damaged TFRecord file into a new file.",

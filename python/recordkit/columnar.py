@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import Source, open_input
+from recordkit._sources import Source, check_targets, open_input
 from recordkit.codec import buffer_bytes
 from recordkit.errors import user_stacklevel
 from recordkit.features import FeatureSpec
@@ -900,6 +900,7 @@ _FIRST_READ_ROWS = 32768
 
 def _write_all(targets: list[Any], writer_factory: Any, columns: Any, schema: str, *, whole_set: bool,
                fsync: bool) -> None:
+    check_targets(targets)
     stream = _arrow_stream(columns)
     if stream is not None:
         _write_stream(targets, writer_factory, stream, schema, whole_set=whole_set, fsync=fsync)

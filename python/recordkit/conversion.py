@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from recordkit import _native
-from recordkit._sources import (AtomicTarget, PathLike, fsync_path, make_folders, remove_empty_folders,
+from recordkit._sources import (AtomicTarget, PathLike, check_targets, fsync_path, make_folders, remove_empty_folders,
                                 remove_files_of_dead_processes, replace_file, require)
 from recordkit._shardsets import ONEFLOW_PART, remove_files, replaced_files, shard_names, write_manifest
 from recordkit.columnar import (
@@ -63,6 +63,9 @@ _CHUNK_ROWS = 8192
 _CHUNK_BYTES = 16 << 20
 _CHUNK_MAX_ROWS = 65536
 _SHARD_BYTES = 100_000_000  # the TensorFlow tutorial's "~100 MB per shard"
+# Records written before the bytes a record takes in the output are measured
+# (after compression), to decide how many shards an output gets.
+_PROBE_BYTES = 16 << 20
 _NATIVE_KINDS = {"int64": "int64_list", "float": "float_list", "bytes": "bytes_list",
                  "double": "double_list", "int32": "int32_list"}
 _REQUEST_DTYPES = {"int64": "int64", "float": "float32", "bytes": "string", "double": "float64", "int32": "int32"}
@@ -640,6 +643,11 @@ class _RecordSink(_Sink):
     """TFRecord file(s), or a OneFlow ``part-NNNNN`` folder, sharded by count or size.
 
     Shards are written under hidden staging names and renamed together at the end.
+    Sizes are the bytes written to the files, after compression: once the first
+    16 MiB of records are written, the bytes they took in the file give the
+    ratio. Without a count or a size, the count is decided then, from the
+    output's expected size: one shard per whole 100 MB (one file below 200 MB),
+    rows dealt evenly, so that shards are even and a small output is one file.
     """
 
     def __init__(self, destination: str, fmt: str, rows: int, compression: str | None,
@@ -657,6 +665,30 @@ class _RecordSink(_Sink):
         self.writer: Any = None
         self.written = 0
         self.bounds = [rows * i // shards for i in range(1, shards)] if shards else []
+        # Shards rotate at this many bytes of records before compression: the size
+        # asked for until the probe measures what compression makes of them.
+        self.rotate_at: float | None = shard_size
+        self.probed = bool(shards)
+
+    def _probe(self) -> None:
+        """Measures the bytes records take in the file, once the first 16 MiB (or
+        the shard size asked for, if smaller) are written: decides the shard count
+        where none was asked for, and the rotation point for a size. An output that
+        ends before has one file, or shards of the size asked for."""
+        self.probed = True
+        written = self.writer.bytes_written
+        if self.compression and written:
+            ratio = max(self.writer.tell(), 1) / written
+        else:
+            ratio = 1.0
+        if self.shard_size:
+            self.rotate_at = self.shard_size / ratio
+            return
+        expected = ratio * written / max(self.written, 1) * self.rows
+        count = max(1, int(expected // _SHARD_BYTES))
+        if count > 1:
+            self.shards = count
+            self.bounds = [b for b in (self.rows * i // count for i in range(1, count)) if b > self.written]
 
     def _staging(self, i: int) -> str:
         return os.path.join(self.folder, f".recordkit-convert-{self.token}-{i:05d}")
@@ -679,23 +711,28 @@ class _RecordSink(_Sink):
         """Opens the next shard when the current one is full."""
         if self.writer is None:
             self._rotate()
+        if not self.probed and self.writer.bytes_written >= min(_PROBE_BYTES, self.shard_size or _PROBE_BYTES):
+            self._probe()
         while self.shards and self.bounds and self.written >= self.bounds[0]:
             self.bounds.pop(0)
             self._rotate()
-        if not self.shards and self.writer.bytes_written >= (self.shard_size or _SHARD_BYTES) and self.written < self.rows:
+        if self.rotate_at and self.writer.bytes_written >= self.rotate_at and self.written < self.rows:
             self._rotate()
 
     def _rows_that_fit(self) -> int:
-        """About how many more rows the current shard takes before reaching its size (at
-        least 1), and at most 4096 or a 64th of a shard's rows, whichever is more: rows
-        wider than the estimate overfill a shard by that one write at most."""
+        """About how many more rows the current shard takes before reaching its size
+        (or, before the probe, the probe's; at least 1), and at most 4096 or a 64th of
+        a shard's rows, whichever is more: rows wider than the estimate overfill a shard
+        by that one write at most. Every row left where there is no size to reach."""
+        size = self.rotate_at if self.probed else min(self.shard_size or _PROBE_BYTES, _PROBE_BYTES)
+        if not size:
+            return self.rows - self.written
         in_shard = self.writer.records_written
         if not in_shard:
             return 1  # one row first, to learn the size of a row
-        size = self.shard_size or _SHARD_BYTES
         written = self.writer.bytes_written
-        most = max(4096, size // 64 * in_shard // written)
-        return max(1, min(most, -(-(size - written) * in_shard // written)))
+        most = max(4096, int(size) // 64 * in_shard // written)
+        return max(1, min(most, -(-(int(size) - written) * in_shard // written)))
 
     def prepared(self, rows_before: int, columns: dict[str, Column]) -> dict[str, Column]:
         """``columns`` as an Example holds them (OFRecord's extra kinds converted, with
@@ -1015,6 +1052,8 @@ def convert(
             raise ValueError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
     if out_format == "images":
         raise ValueError("writing image folders is not supported; images go into records, not out of them")
+    if out_format != "ofrecord":  # an OFRecord output is a folder of parts
+        check_targets([destination])
     compression = output_compression
     if (shards or size or compression) and out_format not in ("tfrecord", "ofrecord"):
         raise ValueError(f"shards, shard sizes and output compression apply to TFRecord and OFRecord output, not {out_format}")

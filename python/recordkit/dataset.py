@@ -558,6 +558,7 @@ class Dataset:
         self._epoch = 0
         self._progress: _Progress | None = None  # of the latest iteration
         self._resume: tuple[int, list[int]] | None = None  # (items to pass over, consumer) for the next
+        _register_with_torch()
         self._surveys: dict[str, _Survey | None] = {}  # shared by every dataset chained from this one
         self._identities = _Identities()  # likewise
 
@@ -921,6 +922,27 @@ class Dataset:
         iterable = TorchIterable(self.prepare(), group_batches=group)
         return Loader(DataLoader(iterable, batch_size=None, num_workers=num_workers, collate_fn=keep, **dataloader_args))
 
+    def __len__(self) -> int:
+        """A stream has no length: the message says how to hand it to PyTorch."""
+        raise TypeError(
+            "a recordkit Dataset is a stream of records and has no len(); for a PyTorch DataLoader use "
+            "ds.loader(num_workers=...), or DataLoader(ds.to_torch(), batch_size=None) (import torch before "
+            "making the dataset, and DataLoader(ds, batch_size=None) works as well)"
+        )
+
+    def __bool__(self) -> bool:
+        return True  # not from __len__, which has none to give
+
     def __repr__(self) -> str:
         steps = "".join(f".{step.kind}({', '.join(map(repr, step.args[:2]))})" for step in self._steps)
         return f"Dataset({len(self._files)} file(s)){steps}"
+
+
+def _register_with_torch() -> None:
+    """Makes a :class:`Dataset` a PyTorch ``IterableDataset`` (a virtual subclass), where
+    torch is already imported, so that ``DataLoader(ds, batch_size=None)`` iterates it:
+    its workers split the records by themselves. Importing torch here would cost seconds."""
+    data = sys.modules.get("torch.utils.data")
+    iterable = getattr(data, "IterableDataset", None)
+    if iterable is not None and hasattr(iterable, "register") and not issubclass(Dataset, iterable):
+        iterable.register(Dataset)

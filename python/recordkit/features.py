@@ -31,28 +31,53 @@ __all__ = [
 
 DTYPES = ("int64", "float32", "string")
 NUMPY_DTYPES = {"int64": np.dtype(np.int64), "float32": np.dtype(np.float32), "string": np.dtype(object)}
-_ALIASES = {"int64": "int64", "float32": "float32", "float": "float32", "string": "string", "bytes": "string", "str": "string"}
+# TensorFlow's names (tf.int64.name ...), NumPy's, and Python's types, for the three
+# kinds a tf.train.Feature holds. float64 is read as float32 (with a warning): the
+# values on the wire are float32, whatever the spec asks for.
+_ALIASES = {
+    "int64": "int64", "int": "int64", "long": "int64", "i8": "int64", "<i8": "int64",
+    "float32": "float32", "float": "float32", "single": "float32", "f4": "float32", "<f4": "float32",
+    "float64": "float64", "double": "float64", "f8": "float64", "<f8": "float64",
+    "string": "string", "bytes": "string", "str": "string", "object": "string", "bytes_": "string", "str_": "string",
+}
+_VALID_NAMES = ("int64 (or int), float32 (or float; float64 and double are read as float32), "
+                "string (or bytes, str)")
 
 
 def normalize_dtype(dtype: Any) -> str:
-    """``"int64"``, ``"float32"`` or ``"string"`` for any accepted spelling of a dtype."""
+    """``"int64"``, ``"float32"`` or ``"string"`` for any accepted spelling of a dtype:
+    TensorFlow's names and DType objects, NumPy's names and dtypes, ``int``,
+    ``float``, ``bytes`` and ``str``. A float64 (``"float64"``, ``"double"``,
+    ``np.float64``) is read as float32, with a warning; anything else is a
+    ``TypeError`` listing the valid names."""
     if dtype in (bytes, str):
         return "string"
+    if dtype is int:
+        return "int64"
+    if dtype is float:
+        return "float32"
     if isinstance(dtype, str):
-        name = dtype
+        name = dtype.lower().removeprefix("tf.").removeprefix("np.").removeprefix("numpy.")
     elif isinstance(getattr(dtype, "name", None), str) and not isinstance(dtype, np.dtype):
         name = dtype.name  # TensorFlow DType objects
     else:
         try:
             np_dtype = np.dtype(dtype)
         except TypeError:
-            raise TypeError(f"dtype must be int64, float32 or string, not {dtype!r}") from None
-        name = {"i8": "int64", "f4": "float32", "S": "string", "U": "string", "O": "string"}.get(
-            np_dtype.kind + (str(np_dtype.itemsize) if np_dtype.kind in "if" else ""), np_dtype.name
-        )
-    if name not in _ALIASES:
-        raise TypeError(f"dtype must be int64, float32 or string (as TensorFlow's parse ops), not {dtype!r}")
-    return _ALIASES[name]
+            raise TypeError(f"dtype must be {_VALID_NAMES}; not {dtype!r}") from None
+        name = "string" if np_dtype.kind in "SUO" else np_dtype.name
+    kind = _ALIASES.get(name)
+    if kind is None:
+        raise TypeError(f"dtype must be {_VALID_NAMES}, the kinds a tf.train.Feature holds; not {dtype!r}")
+    if kind == "float64":
+        import warnings
+
+        from recordkit.errors import user_stacklevel
+
+        warnings.warn(f"dtype {dtype!r}: a tf.train.Example holds float32 values, so the feature is read as float32",
+                      UserWarning, stacklevel=user_stacklevel())
+        return "float32"
+    return kind
 
 
 def _shape(shape: Any, what: str) -> tuple[int, ...]:
@@ -82,13 +107,22 @@ def _default_array(default: Any, dtype: str, shape: tuple[int, ...], what: str) 
     if default is None:
         return None
     size = math.prod(shape)
+    spec = f"{what}({list(shape)}, {dtype!r}, default_value={default!r})"
     if dtype == "string":
         flat = np.asarray(default, dtype=object).reshape(-1)
-        flat = np.array([v.encode() if isinstance(v, str) else bytes(v) for v in flat], dtype=object)
+        if not all(isinstance(v, (bytes, str, bytearray)) for v in flat):
+            raise TypeError(f"{spec}: the default of a string feature is bytes or str")
+        try:
+            flat = np.array([str.encode(v) if isinstance(v, str) else bytes(v) for v in flat], dtype=object)
+        except UnicodeEncodeError:
+            raise ValueError(f"{spec}: the default has no UTF-8 form (a lone surrogate)") from None
     else:
         raw = np.asarray(default)
+        if raw.dtype.kind not in "biuf":
+            raise TypeError(f"{spec}: the default of an {dtype} feature is a number, not {default!r} "
+                            f"({type(default).__name__})")
         if dtype == "int64" and raw.dtype.kind == "f" and not np.all(raw == np.round(raw)):
-            raise TypeError(f"{what}: cannot convert default {default!r} to int64")
+            raise TypeError(f"{spec}: cannot convert the default to int64 without losing its fraction")
         flat = raw.astype(NUMPY_DTYPES[dtype]).reshape(-1)
     if flat.size != size:
         raise ValueError(

@@ -359,8 +359,17 @@ class _RecordWriter:
         return self._native.write_many(records)
 
     def flush(self) -> None:
-        """Pushes buffered records to the (temporary) file."""
+        """Pushes buffered records to the (temporary) file. A compressed stream gets
+        a sync flush point: everything written so far can be read from the file
+        (``tf_record_iterator`` reads up to the point), while the writer stays open."""
         self._native.flush()
+
+    def tell(self) -> int:
+        """The bytes in the file so far, after compression. Flushes first (a flush
+        point in a compressed stream costs a little compression): call it rarely."""
+        self.flush()
+        temp = self._target.temp_path
+        return os.path.getsize(temp) if temp is not None else int(self._target.handle.tell())
 
     def close(self) -> None:
         """Finishes the file and moves it under its final name. Safe to call twice."""

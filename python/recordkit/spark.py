@@ -22,6 +22,7 @@ and Java 17 or newer.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
     from recordkit.features import FeatureSpec
 
-__all__ = ["TFRecordDataSource", "data_source"]
+__all__ = ["TFRecordDataSource", "data_source", "use_drivers_python"]
 
 
 @dataclass
@@ -64,10 +65,17 @@ class TFRecordDataSource(DataSource):
     features: Mapping[str, "FeatureSpec"] | None = None
     sequence_features: Mapping[str, "FeatureSpec"] | None = None
 
+    _format_name = "tfrecord"
+
     @classmethod
     def name(cls) -> str:
-        """The format name: ``tfrecord``."""
-        return "tfrecord"
+        """The format name: ``tfrecord`` (or :func:`data_source`'s ``name``).
+
+        ``spark.dataSource.register`` asks for it on the driver, just before it
+        fixes the Python its workers run: see :func:`use_drivers_python`.
+        """
+        use_drivers_python()
+        return cls._format_name
 
     def _scan(self) -> TableScan:
         options = self.options
@@ -103,8 +111,32 @@ def data_source(features: Mapping[str, "FeatureSpec"] | None = None, *,
     under ``name``: ``spark.dataSource.register(recordkit.spark.data_source(spec))``."""
     return type("TFRecordDataSource", (TFRecordDataSource,), {
         "features": features, "sequence_features": sequence_features,
-        "name": classmethod(lambda cls: name), "__module__": __name__,
+        "_format_name": name, "__module__": __name__,
     })
+
+
+def use_drivers_python() -> None:
+    """Makes a local Spark's Python workers run this process's Python, when no one chose theirs.
+
+    Spark starts its Python workers (and the ones that plan a Python data
+    source) with ``PYSPARK_PYTHON`` or ``spark.pyspark.python``, else the first
+    ``python3`` on ``PATH``: for a program run with a virtual environment's
+    Python that is not on ``PATH``, a Python without recordkit, whose workers
+    then fail with ``No module named 'recordkit'``. With a local master
+    (``local[*]``), where the workers run on this machine, the active context
+    is set to this Python. A cluster's workers run elsewhere: there, set
+    ``spark.pyspark.python`` (or ``PYSPARK_PYTHON``) to a Python with recordkit.
+    """
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover - the module itself needs PySpark
+        return
+    context = SparkContext._active_spark_context
+    if context is None or not str(context.master).startswith("local"):
+        return
+    if os.environ.get("PYSPARK_PYTHON") or context.getConf().get("spark.pyspark.python"):
+        return  # chosen by the user
+    context.pythonExec = sys.executable
 
 
 class _Reader(DataSourceReader):

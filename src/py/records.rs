@@ -1047,9 +1047,13 @@ impl PyRecordWriter {
             let gil_free = sink.is_instance_of::<PyString>();
             let out: Box<dyn Write + Send + Sync> = if gil_free {
                 let path: String = sink.extract()?;
+                // An error names the file asked for (`name`), not the temporary file written.
                 let file = py
                     .detach(|| File::create(&path))
-                    .map_err(|source| Error::Io { path, source })?;
+                    .map_err(|source| Error::Io {
+                        path: name.clone(),
+                        source,
+                    })?;
                 Box::new(ReservedFile::new(file))
             } else {
                 Box::new(PyFileWriter::new(sink.clone().unbind()))
