@@ -210,7 +210,10 @@ impl<R: Read> Read for Inflater<R> {
                     }
                     if used == 0 && self.start == self.end && self.input_done {
                         return self.fail(StreamFault::Truncated(format!(
-                            "the {} stream ends before its end marker (after {} compressed bytes)",
+                            "the {} stream ends before its end marker (after {} compressed bytes): \
+                             the file is unfinished, and may still be being written \
+                             (rk.tf_record_iterator reads the records written so far; \
+                             TFRecordReader(path, follow=True) follows a growing uncompressed file)",
                             self.kind.name(),
                             self.consumed
                         )));
@@ -280,30 +283,110 @@ impl Framing {
     }
 }
 
-/// Compresses `block` on its own as raw deflate: sync-flushed, or with
-/// `last`, the stream's final block. Returns the bytes and their checksum.
-fn deflate_block(block: &[u8], last: bool, framing: Framing) -> (Vec<u8>, u32) {
-    let mut deflater = flate2::Compress::new(flate2::Compression::default(), false);
-    let flush = if last {
-        flate2::FlushCompress::Finish
-    } else {
-        flate2::FlushCompress::Sync
-    };
-    let mut out = Vec::with_capacity(block.len() / 2 + 64);
-    loop {
-        let read = deflater.total_in() as usize;
-        if out.len() == out.capacity() {
-            out.reserve(out.capacity().max(64));
-        }
-        let status = deflater
-            .compress_vec(&block[read..], &mut out, flush)
-            .expect("deflate takes any input");
-        let done = deflater.total_in() as usize == block.len();
-        // Done when the input is in and the flush has fully come out (room was left).
-        if done && (status == flate2::Status::StreamEnd || (!last && out.len() < out.capacity())) {
-            break;
+/// How deflate compresses: zlib's parameters, as TensorFlow's `TFRecordOptions`
+/// (and zlib's `deflateInit2`) name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeflateOptions {
+    /// 0 (stored) to 9 (smallest); -1 is zlib's default, 6.
+    pub level: i32,
+    /// The window's size, 2^8 to 2^15 bytes.
+    pub window_bits: u8,
+    /// Memory for the compressor's state, 1 to 9.
+    pub mem_level: u8,
+    /// 0 default, 1 filtered, 2 Huffman only, 3 run lengths, 4 fixed codes.
+    pub strategy: u8,
+}
+
+impl Default for DeflateOptions {
+    fn default() -> Self {
+        DeflateOptions {
+            level: -1,
+            window_bits: 15,
+            mem_level: 8,
+            strategy: 0,
         }
     }
+}
+
+impl DeflateOptions {
+    /// The options checked: each in zlib's range, else the error names it.
+    pub fn checked(self) -> Result<Self> {
+        let bad = |name: &str, value: i64, range: &str| {
+            Err(Error::InvalidArgument(format!(
+                "{name} must be {range}, as zlib takes it, not {value}"
+            )))
+        };
+        if !(-1..=9).contains(&self.level) {
+            return bad(
+                "compression_level",
+                self.level.into(),
+                "0 to 9 (or -1, the default)",
+            );
+        }
+        if !(8..=15).contains(&self.window_bits) {
+            return bad("window_bits", self.window_bits.into(), "8 to 15");
+        }
+        if !(1..=9).contains(&self.mem_level) {
+            return bad("mem_level", self.mem_level.into(), "1 to 9");
+        }
+        if self.strategy > 4 {
+            return bad("compression_strategy", self.strategy.into(), "0 to 4");
+        }
+        Ok(self)
+    }
+
+    fn config(self) -> zlib_rs::DeflateConfig {
+        let strategy = match self.strategy {
+            1 => zlib_rs::Strategy::Filtered,
+            2 => zlib_rs::Strategy::HuffmanOnly,
+            3 => zlib_rs::Strategy::Rle,
+            4 => zlib_rs::Strategy::Fixed,
+            _ => zlib_rs::Strategy::Default,
+        };
+        zlib_rs::DeflateConfig {
+            level: self.level,
+            method: zlib_rs::Method::Deflated,
+            // Negative: raw deflate; the gzip or zlib framing is written around the
+            // blocks. zlib takes 8 only with its own framing, and then uses 9: so here.
+            window_bits: -i32::from(self.window_bits.max(9)),
+            mem_level: i32::from(self.mem_level),
+            strategy,
+        }
+    }
+}
+
+/// Compresses `block` on its own as raw deflate: sync-flushed, or with
+/// `last`, the stream's final block. Returns the bytes and their checksum.
+fn deflate_block(
+    block: &[u8],
+    last: bool,
+    framing: Framing,
+    options: DeflateOptions,
+) -> (Vec<u8>, u32) {
+    let mut deflater = zlib_rs::Deflate::new_with_config(options.config());
+    let flush = if last {
+        zlib_rs::DeflateFlush::Finish
+    } else {
+        zlib_rs::DeflateFlush::SyncFlush
+    };
+    // Room for the worst case (stored blocks), and a flush marker.
+    let mut out = vec![0u8; zlib_rs::compress_bound(block.len()) + 64];
+    loop {
+        let (read, written) = (deflater.total_in() as usize, deflater.total_out() as usize);
+        let status = deflater
+            .compress(&block[read..], &mut out[written..], flush)
+            .expect("deflate takes any input");
+        let done = deflater.total_in() as usize == block.len();
+        let room_left = (deflater.total_out() as usize) < out.len();
+        // Done when the input is in and the flush has fully come out (room was left).
+        if done && (status == zlib_rs::Status::StreamEnd || (!last && room_left)) {
+            break;
+        }
+        if !room_left {
+            out.resize(out.len() * 2, 0);
+        }
+    }
+    out.truncate(deflater.total_out() as usize);
     (out, framing.check(block))
 }
 
@@ -312,6 +395,7 @@ fn deflate_block(block: &[u8], last: bool, framing: Framing) -> (Vec<u8>, u32) {
 pub struct BlockDeflater<W: Write> {
     inner: W,
     framing: Framing,
+    options: DeflateOptions,
     /// Input not yet compressed: less than a batch of blocks.
     pending: Vec<u8>,
     check: u32,
@@ -320,10 +404,11 @@ pub struct BlockDeflater<W: Write> {
 }
 
 impl<W: Write> BlockDeflater<W> {
-    fn new(inner: W, framing: Framing) -> Self {
+    fn new(inner: W, framing: Framing, options: DeflateOptions) -> Self {
         BlockDeflater {
             inner,
             framing,
+            options,
             pending: Vec::new(),
             check: framing.empty_check(),
             total: 0,
@@ -341,7 +426,7 @@ impl<W: Write> BlockDeflater<W> {
     /// Compresses the pending input's first `len` bytes (whole blocks, but
     /// for the stream's end) and writes them; with `last`, ends the stream.
     fn compress(&mut self, len: usize, last: bool) -> io::Result<()> {
-        let framing = self.framing;
+        let (framing, options) = (self.framing, self.options);
         let blocks: Vec<&[u8]> = if len == 0 {
             vec![&[][..]] // only to end the stream
         } else {
@@ -350,7 +435,7 @@ impl<W: Write> BlockDeflater<W> {
         let count = blocks.len();
         let threads = crate::threads::available().min(count);
         let compressed = crate::threads::map_in_turn(&blocks, threads, |i, block| {
-            deflate_block(block, last && i + 1 == count, framing)
+            deflate_block(block, last && i + 1 == count, framing, options)
         });
         if !self.header_written {
             self.inner.write_all(framing.header())?;
@@ -407,10 +492,19 @@ pub enum Encoder<W: Write> {
 
 impl<W: Write> Encoder<W> {
     pub fn new(inner: W, kind: Compression) -> Self {
+        Encoder::with_options(inner, kind, DeflateOptions::default())
+    }
+
+    /// As [`Encoder::new`], compressing with `options` (ignored without compression).
+    pub fn with_options(inner: W, kind: Compression, options: DeflateOptions) -> Self {
         match kind {
             Compression::None => Encoder::Plain(inner),
-            Compression::Gzip => Encoder::Deflate(BlockDeflater::new(inner, Framing::Gzip)),
-            Compression::Zlib => Encoder::Deflate(BlockDeflater::new(inner, Framing::Zlib)),
+            Compression::Gzip => {
+                Encoder::Deflate(BlockDeflater::new(inner, Framing::Gzip, options))
+            }
+            Compression::Zlib => {
+                Encoder::Deflate(BlockDeflater::new(inner, Framing::Zlib, options))
+            }
         }
     }
 

@@ -80,6 +80,8 @@ pub enum Error {
     InvalidArgument(String),
     /// The reader or writer was already closed.
     Closed(String),
+    /// A position past the end (Python's `IndexError`).
+    OutOfRange(String),
     /// Records do not fit what was asked of them.
     Parse(crate::columns::ParseFailure),
     /// Memory for data the input really holds could not be had.
@@ -91,9 +93,10 @@ impl fmt::Display for Error {
         match self {
             Error::Io { path, source } => write!(f, "{path}: {source}"),
             Error::DataLoss(d) => d.fmt(f),
-            Error::InvalidArgument(m) | Error::Closed(m) | Error::ResourceExhausted(m) => {
-                f.write_str(m)
-            }
+            Error::InvalidArgument(m)
+            | Error::Closed(m)
+            | Error::OutOfRange(m)
+            | Error::ResourceExhausted(m) => f.write_str(m),
             Error::Parse(p) => p.fmt(f),
         }
     }

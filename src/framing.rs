@@ -234,6 +234,9 @@ pub struct Scanner {
     kept_from: u64,
     /// Short payloads' CRCs are left to the parser (see [`Scanner::leave_crcs_to_parser`]).
     crcs_to_parser: bool,
+    /// A compressed stream that stops without its end marker, exactly at a
+    /// record boundary, ends the scan (see [`Scanner::end_at_flush_points`]).
+    unfinished_ends: bool,
 }
 
 /// While skipping damage, a payload longer than this has its CRC computed
@@ -276,6 +279,7 @@ impl Scanner {
             state: State::Active,
             skipped: Vec::new(),
             crcs: None,
+            unfinished_ends: false,
             kept_from: u64::MAX,
             crcs_to_parser: false,
         })
@@ -542,6 +546,14 @@ impl Scanner {
         Ok(())
     }
 
+    /// Takes a compressed stream that stops without its end marker, exactly at
+    /// a record boundary, for its end: a writer's flush point, as TensorFlow's
+    /// `tf_record_iterator` reads a stream still being written. Stopping
+    /// within a record is still damage (`TruncatedStream`).
+    pub fn end_at_flush_points(&mut self) {
+        self.unfinished_ends = true;
+    }
+
     /// Goes on from the record frame at stream offset `pos`, numbered
     /// `record_index` (a position a previous scan reported). Forward only: a
     /// stream cannot go back, and a mapping has dropped the pages behind it.
@@ -704,6 +716,7 @@ impl Scanner {
             let fault = self.stream_fault();
             return Ok(match (got, fault) {
                 (0, None) => Frame::End,
+                (0, Some((DamageKind::TruncatedStream, _))) if self.unfinished_ends => Frame::End,
                 (0, Some((kind, why))) => {
                     Frame::Damage { kind, start, offset: start, detail: format!("truncated record at {start}: {why}") }
                 }

@@ -12,6 +12,7 @@ pub mod interned;
 pub mod map_guard;
 pub mod pool;
 mod py;
+pub mod raw;
 pub mod reserve;
 pub mod shuffle;
 pub mod survey;
@@ -40,6 +41,9 @@ mod _native {
 
     #[pymodule_export]
     use crate::py::random_access::PyFrameReader;
+
+    #[pymodule_export]
+    use crate::py::raw::_join_raw;
 
     #[pymodule_export]
     use crate::py::records::{PyRecordScanner, PyRecordWriter};

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import subprocess
@@ -340,3 +341,36 @@ def test_a_buffer_of_wider_items_is_refused_not_stored_as_its_bytes() -> None:
         rk.encode_example({"a": memoryview(np.arange(3, dtype=np.int32))})
     with pytest.raises(ValueError, match="feature 'a': '\\\\ud800' has no UTF-8 form"):
         rk.encode_example({"a": "\ud800"})
+
+
+def test_examples_go_to_protobuf_json_and_back() -> None:
+    example = rk.train.Example(features=rk.train.Features(feature={
+        "b": rk.float_feature([0.1, float("nan"), float("-inf")]), "a": rk.int64_feature([1, -(2**63)]),
+        "c": rk.bytes_feature([b"abc", b"\xff"]), "d": rk.train.Feature(), "e": rk.train.Feature(int64_list=rk.train.Int64List())}))
+    text = example.to_json()
+    content = json.loads(text)
+    assert list(content["features"]["feature"]) == ["a", "b", "c", "d", "e"]
+    assert content["features"]["feature"]["a"] == {"int64List": {"value": ["1", "-9223372036854775808"]}}
+    assert content["features"]["feature"]["b"] == {"floatList": {"value": [0.1, "NaN", "-Infinity"]}}
+    assert content["features"]["feature"]["c"] == {"bytesList": {"value": ["YWJj", "/w=="]}}
+    assert content["features"]["feature"]["d"] == {} and content["features"]["feature"]["e"] == {"int64List": {}}
+    back = rk.train.Example.from_json(text)
+    assert back.SerializeToString() == example.SerializeToString()
+    assert rk.train.Example.from_json(text.replace("int64List", "int64_list")) == back  # proto names too
+    assert rk.train.Example().to_json() == "{}" and rk.train.Example.from_json("{}").SerializeToString() == b""
+    assert rk.train.Example.from_json('{"features": {}}').HasField("features")
+    assert rk.decode_json_example(text) == example.SerializeToString()
+    assert rk.decode_json_example([[text, "{}"]]).tolist() == [[example.SerializeToString(), b""]]
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"x": 1}', 'Example has no field named "x"'),
+    ("not json", "not JSON"),
+    ('{"features": {"feature": {"a": {"int64List": {"value": ["1.5"]}}}}}', r"value\[0\]: '1.5' is not an int64"),
+    ('{"features": {"feature": {"a": {"floatList": {"value": [1e300]}}}}}', "beyond float32's range"),
+    ('{"features": {"feature": {"a": {"bytesList": {"value": ["!!"]}}}}}', "is not base64"),
+    ('{"features": {"feature": {"a": {"bytesList": {}, "int64List": {}}}}}', "a Feature holds one kind"),
+])
+def test_json_that_is_no_example_is_a_parse_error_naming_where(text: str, problem: str) -> None:
+    with pytest.raises(rk.ParseError, match=problem):
+        rk.train.Example.from_json(text)

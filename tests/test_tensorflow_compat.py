@@ -261,3 +261,94 @@ def test_read_table_ragged_feature_lists_match_tensorflow(tmp_path: Path) -> Non
     _, expected, _ = tf.io.parse_sequence_example(tf.constant(records), sequence_features=spec)
     for name in RAGGED_LISTS:
         assert table.column(name).to_pylist() == expected[name].to_list(), name
+
+
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_tensorflow_reads_every_compression_level_and_a_flushed_stream_still_open(tmp_path: Path, compression: str) -> None:
+    records = [bytes(random.Random(i).choices(b"abcdefgh", k=5000)) for i in range(20)]
+    sizes = []
+    for level in (0, 9):
+        path = tmp_path / f"l{level}"
+        with rk.TFRecordWriter(path, rk.TFRecordOptions(compression, compression_level=level)) as writer:
+            for r in records:
+                writer.write(r)
+        assert tf_read(path, compression.lower()) == (records, None)
+        sizes.append(path.stat().st_size)
+    assert sizes[0] > 2 * sizes[1]
+    path = tmp_path / "open"
+    with rk.TFRecordWriter(path, compression.lower(), atomic=False) as writer:
+        for i, r in enumerate(records[:3]):
+            writer.write(r)
+            writer.flush()
+            got = [x.numpy() for x in tf.data.TFRecordDataset(str(path), compression_type=compression)]
+            assert got == records[: i + 1]
+            assert [bytes(x) for x in tf.compat.v1.io.tf_record_iterator(str(path), compression)] == records[: i + 1]
+
+
+_RAW_TYPES = [("bool", tf.bool), ("int8", tf.int8), ("int16", tf.int16), ("int32", tf.int32), ("int64", tf.int64),
+              ("uint8", tf.uint8), ("uint16", tf.uint16), ("float16", tf.float16), ("float32", tf.float32),
+              ("float64", tf.float64), ("complex64", tf.complex64), ("complex128", tf.complex128)]
+
+
+@pytest.mark.parametrize("name, tf_type", _RAW_TYPES)
+@pytest.mark.parametrize("little_endian", [True, False])
+def test_decode_raw_matches_tensorflow(name: str, tf_type: object, little_endian: bool) -> None:
+    rng = random.Random(name)
+    size = tf_type.size  # type: ignore[attr-defined]
+    shape_cases = [
+        (rng.randbytes(size * 3), None),
+        ([[rng.randbytes(size * 2) for _ in range(3)] for _ in range(2)], None),
+        ([rng.randbytes(rng.randrange(0, size * 4)) for _ in range(5)], size * 2),
+        ([], None),
+    ]
+    for value, fixed in shape_cases:
+        if fixed is not None and name in ("bool", "float16", "complex64", "complex128"):
+            continue  # TensorFlow's DecodePaddedRaw has no CPU kernel for these
+        ours = rk.decode_raw(value, name, little_endian=little_endian, fixed_length=fixed)
+        if fixed is None:
+            theirs = tf.io.decode_raw(tf.constant(value, tf.string), tf_type, little_endian=little_endian).numpy()
+        else:
+            theirs = tf.io.decode_raw(tf.constant(value, tf.string), tf_type, little_endian=little_endian,
+                                      fixed_length=fixed).numpy()
+        assert ours.shape == theirs.shape and ours.dtype == theirs.dtype, (value, fixed)
+        if name == "bool":  # TensorFlow keeps each byte as it was (0x4b as a True); NumPy's True is 1
+            assert (ours == theirs).all()
+        else:
+            assert ours.tobytes() == theirs.tobytes()  # bit for bit: NaNs included
+
+
+def test_decode_raw_refuses_what_tensorflow_refuses() -> None:
+    for args in ([b"abcd", b"abc"], "uint8", None), ([b"abc"], "int32", None), ([b"abc"], "int32", 5), ([b"a"], "int8", 0):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            tf.io.decode_raw(args[0], args[1], fixed_length=args[2]) if args[2] is not None else tf.io.decode_raw(
+                args[0], args[1])
+        with pytest.raises(ValueError):
+            rk.decode_raw(args[0], args[1], fixed_length=args[2])
+
+
+def test_decode_json_example_matches_tensorflow() -> None:
+    from google.protobuf import json_format
+    from tensorflow.core.example import example_pb2, feature_pb2
+
+    examples = [
+        example_pb2.Example(),
+        example_pb2.Example(features=feature_pb2.Features()),
+    ]
+    full = example_pb2.Example()
+    full.features.feature["b"].float_list.value.extend([0.1, float("nan"), float("-inf"), 3e38])
+    full.features.feature["a"].int64_list.value.extend([1, -5, 2**63 - 1])
+    full.features.feature["c"].bytes_list.value.extend([b"abc", b"\xff\x00", b""])
+    full.features.feature["d"].SetInParent()
+    full.features.feature["e"].int64_list.SetInParent()
+    examples.append(full)
+    texts = [json_format.MessageToJson(e) for e in examples]
+    theirs = tf.io.decode_json_example(texts).numpy()
+    ours = rk.decode_json_example(texts)
+    assert ours.shape == (3,)
+    for mine, tf_bytes, text in zip(ours, theirs, texts):
+        assert example_pb2.Example.FromString(mine) == example_pb2.Example.FromString(tf_bytes)
+        assert rk.train.Example.FromString(mine).to_json() == rk.train.Example.from_json(text).to_json()
+        assert json_format.Parse(rk.train.Example.FromString(mine).to_json(), example_pb2.Example()) == \
+            example_pb2.Example.FromString(tf_bytes)
+    with pytest.raises(rk.ParseError, match="Index: 1"):
+        rk.decode_json_example(["{}", '{"features": {"feature": {"a": {"int64List": {"value": ["x"]}}}}}'])

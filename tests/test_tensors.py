@@ -46,3 +46,51 @@ def test_fill_within_the_limit_repeats_the_last_value() -> None:
 def test_float16_keeps_the_low_16_bits_as_tensorflow() -> None:
     data = bytes.fromhex("081312041202080168" "80a004")  # half_val 69632 = 0x11000
     np.testing.assert_array_equal(rk.parse_tensor(data, "float16"), np.array([0x1000], np.uint16).view(np.float16))
+
+
+def test_decode_raw_reads_a_column_of_images_in_one_call(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    images = np.arange(40 * 4 * 4 * 3, dtype=np.uint8).reshape(40, 4, 4, 3)
+    rk.write_examples(tmp_path / "i.tfrecord", {"image": [im.tobytes() for im in images]})
+    batch = next(rk.read_examples(tmp_path / "i.tfrecord", {"image": rk.FixedLenFeature([], "string")}))
+    pixels = rk.decode_raw(batch["image"], "uint8")
+    assert pixels.shape == (40, 48) and (pixels.reshape(images.shape) == images).all()
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "uint64", "int64", "float64", "complex128", np.float16, "half", "double"])
+def test_decode_raw_every_numpy_type_both_byte_orders(dtype: object) -> None:
+    expected = np.dtype({"half": "float16", "double": "float64"}.get(dtype, dtype))  # type: ignore[arg-type]
+    values = (np.arange(12) * 7 + 3).astype(expected).reshape(2, 2, 3)
+    little = [[row.astype(expected.newbyteorder("<")).tobytes() for row in block] for block in values]
+    big = [[row.astype(expected.newbyteorder(">")).tobytes() for row in block] for block in values]
+    assert (rk.decode_raw(little, dtype) == values).all() and rk.decode_raw(little, dtype).dtype == expected
+    assert (rk.decode_raw(big, dtype, little_endian=False) == values).all()
+    assert rk.decode_raw(big, dtype, little_endian=False).dtype.isnative
+
+
+def test_decode_raw_shapes_padding_and_errors() -> None:
+    assert rk.decode_raw(b"\x01\x00\x02\x00", "int16").tolist() == [1, 2]
+    assert rk.decode_raw(np.array([], dtype=object), "int32").shape == (0, 0)
+    assert rk.decode_raw([b"abc", b"a"], "uint8", fixed_length=2).tolist() == [[97, 98], [97, 0]]
+    assert rk.decode_raw(np.array([b"\x01\x00", b"\x02\x00"]), "int16").tolist() == [[1], [2]]  # S cells, whole
+    assert rk.decode_raw(b"\x02\x00\x01", "bool").tolist() == [True, False, True]
+    with pytest.raises(ValueError, match="element 1 has size 3 != 4"):
+        rk.decode_raw([b"abcd", b"abc"], "uint8")
+    with pytest.raises(ValueError, match="has length 3 that is not a multiple of 4, the size of int32"):
+        rk.decode_raw(b"abc", "int32")
+    with pytest.raises(ValueError, match=r"fixed_length \(5\) must be a multiple of the size of out_type \(4\)"):
+        rk.decode_raw(b"abc", "int32", fixed_length=5)
+    with pytest.raises(ValueError, match="greater than zero"):
+        rk.decode_raw(b"abc", "int32", fixed_length=0)
+    with pytest.raises(TypeError, match="decode_raw's out_type is one of"):
+        rk.decode_raw(b"abc", "string")
+
+
+def test_decode_raw_splits_a_large_column_over_threads_with_the_same_result() -> None:
+    rng = np.random.default_rng(0)
+    column = np.array([rng.bytes(4096) for _ in range(1024)], dtype=object)
+    rk.set_num_threads(1)
+    try:
+        one = rk.decode_raw(column, "float32")
+    finally:
+        rk.set_num_threads(None)
+    assert rk.decode_raw(column, "float32").tobytes() == one.tobytes() == b"".join(column)

@@ -16,6 +16,7 @@ from recordkit.arrays import RaggedArray, SparseArray
 from recordkit.codec import (
     bytes_feature,
     decode_example,
+    decode_json_example,
     decode_ofrecord,
     decode_sequence_example,
     double_feature,
@@ -30,6 +31,7 @@ from recordkit.columnar import read_examples, shard_names, write_examples, write
 from recordkit.errors import (
     DataLossError,
     DataLossWarning,
+    FailedPreconditionError,
     InternalError,
     ParseError,
     RecordkitError,
@@ -50,7 +52,7 @@ from recordkit.parsing import (
 )
 from recordkit.images import image_shape
 from recordkit.index import IndexedDataset, build_index, read_index
-from recordkit.tensors import parse_tensor, serialize_tensor
+from recordkit.tensors import decode_raw, parse_tensor, serialize_tensor
 from recordkit.threads import get_num_threads, set_num_threads
 from recordkit.records import (
     DamagedRegion,
@@ -60,8 +62,11 @@ from recordkit.records import (
     TFRecordReader,
     TFRecordWriter,
     count_records,
+    tf_record_iterator,
+    tf_record_random_reader,
     write_ofrecord_parts,
 )
+from recordkit.options import TFRecordCompressionType, TFRecordOptions
 
 __all__ = [
     "__version__",
@@ -74,6 +79,7 @@ __all__ = [
     "int32_feature",
     "encode_example",
     "decode_example",
+    "decode_json_example",
     "encode_sequence_example",
     "decode_sequence_example",
     "encode_ofrecord",
@@ -87,6 +93,7 @@ __all__ = [
     "DataLossWarning",
     "ParseError",
     "ResourceExhaustedError",
+    "FailedPreconditionError",
     "InternalError",
     "FixedLenFeature",
     "VarLenFeature",
@@ -101,6 +108,7 @@ __all__ = [
     "parse_single_sequence_example",
     "serialize_tensor",
     "parse_tensor",
+    "decode_raw",
     "image_shape",
     "Dataset",
     "convert",
@@ -124,6 +132,10 @@ __all__ = [
     "DamagedRegion",
     "count_records",
     "write_ofrecord_parts",
+    "tf_record_iterator",
+    "tf_record_random_reader",
+    "TFRecordOptions",
+    "TFRecordCompressionType",
     "set_num_threads",
     "get_num_threads",
 ]

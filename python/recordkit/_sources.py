@@ -156,13 +156,14 @@ class AtomicTarget:
     File objects are written directly: their owner decides what becomes of them.
     """
 
-    def __init__(self, target: Source, *, fsync: bool = False) -> None:
+    def __init__(self, target: Source, *, fsync: bool = False, atomic: bool = True) -> None:
         self.name = display_name(target)
         self._fsync = fsync
         self._fs: Any = None
         self._file: Any = None
         self._temp: str | None = None
         self._final: str | None = None
+        self._in_place: str | None = None
         self._made: list[str] = []  # folders made for the file, deepest first
         if _is_file_object(target):
             self.handle: Any = target
@@ -174,7 +175,11 @@ class AtomicTarget:
         check_targets([target])
         scheme, path = _split_url(self.name)
         suffix = _temp_suffix()
-        if scheme is None:
+        if scheme is None and not atomic:
+            self._made = make_folders(os.path.dirname(os.path.abspath(path)))
+            self._in_place = path  # nothing to rename; an abort leaves what was written
+            self.handle = path
+        elif scheme is None:
             directory, base = os.path.split(os.path.abspath(path))
             self._made = make_folders(directory)  # every writer creates a missing parent folder
             remove_files_of_dead_processes(directory, re.compile(rf"^\.{re.escape(base)}\.tmp-(?P<pid>\d+)-[0-9a-f]{{8}}$"))
@@ -192,11 +197,13 @@ class AtomicTarget:
 
     @property
     def temp_path(self) -> str | None:
-        """The local temporary file being written, if there is one."""
-        return self._temp if self._fs is None else None
+        """The local file being written (temporary, or the target itself when written in place), if there is one."""
+        return self._in_place or (self._temp if self._fs is None else None)
 
     def commit(self) -> None:
         """Moves the finished file under its final name."""
+        if self._in_place is not None and self._fsync:
+            fsync_path(self._in_place)
         if self._temp is None or self._final is None:
             return
         if self._fs is None:
@@ -307,6 +314,7 @@ def _hold_for_replacement(path: str) -> int | None:
     return None
 
 
-def open_output(target: Source, *, fsync: bool = False) -> AtomicTarget:
-    """Prepares ``target`` (path, URL or binary file object) for writing."""
-    return AtomicTarget(target, fsync=fsync)
+def open_output(target: Source, *, fsync: bool = False, atomic: bool = True) -> AtomicTarget:
+    """Prepares ``target`` (path, URL or binary file object) for writing; a local path
+    written in place with ``atomic=False``."""
+    return AtomicTarget(target, fsync=fsync, atomic=atomic)

@@ -306,6 +306,7 @@ def _convert(args: argparse.Namespace) -> int:
         output_compression=args.output_compression, source_compression=args.compression,
         features=args.features.split(",") if args.features else None,
         source_format=args.source_format, destination_format=args.destination_format, fsync=args.fsync,
+        compression_level=args.compression_level,
     )
     for path in written:
         print(path)
@@ -323,6 +324,14 @@ def _count_arg(minimum: int) -> Any:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
         return value
     return parse
+
+
+def _level_arg(text: str) -> int:
+    """An argparse type: a compression level, 0 to 9."""
+    level = _count_arg(0)(text)
+    if level > 9:
+        raise argparse.ArgumentTypeError(f"a compression level is 0 to 9, not {level}")
+    return level
 
 
 def _plot_arg(text: str) -> str:
@@ -420,6 +429,8 @@ def _parser() -> argparse.ArgumentParser:
                       help='of TFRecord SRC files, as everywhere: "auto" (default), "none", "gzip" or "zlib"')
     conv.add_argument("--output-compression", choices=["none", "gzip", "zlib"],
                       help="of a TFRecord DST (default: from its suffix, .gz or .zz, else none)")
+    conv.add_argument("--compression-level", type=_level_arg, metavar="0-9",
+                      help="of a gzip or zlib DST: 0 (stored, fastest) to 9 (smallest); default 6")
     conv.add_argument("--features", help="comma-separated features (columns) to keep, in this order")
     conv.add_argument("--fsync", action="store_true", help="flush the outputs and their folder to the disk before exiting")
     conv.add_argument("--from", dest="source_format", choices=FORMATS, help="the format of SRC, when its name does not say")

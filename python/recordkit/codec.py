@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from recordkit import _native, ofrecord, train
+from recordkit.errors import ParseError
 
 __all__ = [
     "int64_feature",
@@ -29,6 +30,7 @@ __all__ = [
     "int32_feature",
     "encode_example",
     "decode_example",
+    "decode_json_example",
     "encode_sequence_example",
     "decode_sequence_example",
     "encode_ofrecord",
@@ -264,6 +266,33 @@ def encode_example(mapping: Mapping[str, Any]) -> bytes:
 
 def _decoded(kind: str | None, values: Any) -> Any:
     return values if kind is not None else None
+
+
+def decode_json_example(json_examples: Any) -> Any:
+    """Examples in protobuf's JSON format as serialized Examples: ``tf.io.decode_json_example``.
+
+    Args:
+        json_examples: One JSON text (``str`` or ``bytes``), or an array or
+            nested list of them.
+
+    Returns:
+        The serialized Example (``bytes``) for one text; for an array, an
+        object array of ``bytes`` of the same shape.
+
+    Raises:
+        ParseError: For a text that is not an Example in JSON (``.index`` is
+            its position in the flattened input).
+    """
+    if isinstance(json_examples, (str, bytes)):
+        return train.Example.from_json(json_examples).SerializeToString()
+    texts = np.asarray(json_examples, dtype=object)
+    out = np.empty(texts.shape, dtype=object)
+    for i, text in enumerate(texts.reshape(-1)):
+        try:
+            out.reshape(-1)[i] = train.Example.from_json(text).SerializeToString()
+        except ParseError as error:
+            raise ParseError(f"Index: {i}. {error}", index=i) from None
+    return out
 
 
 def decode_example(data: bytes) -> dict[str, Any]:

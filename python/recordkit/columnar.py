@@ -23,6 +23,7 @@ from recordkit.features import FeatureSpec
 from recordkit.parsing import _assemble, _columns, _plan_example, _Requests, check_batch_size
 from recordkit._shardsets import shard_names
 from recordkit.discovery import check_format, expand_sources, reader_compression, record_format
+from recordkit.options import writer_options
 from recordkit.records import OFRecordWriter, TFRecordWriter, all_or_nothing, warn_skipped
 from recordkit.threads import get_num_threads
 
@@ -1153,6 +1154,7 @@ def write_examples(
     compression: str | None = None,
     shards: int | None = None,
     fsync: bool = False,
+    compression_level: int | None = None,
 ) -> list[str]:
     """Writes one ``tf.train.Example`` per row of ``columns`` to TFRecord file(s).
 
@@ -1175,7 +1177,7 @@ def write_examples(
             by a batch; with ``shards``, a stream is first encoded into one
             hidden staging file beside the output (its length is known only
             at its end), then split.
-        compression: None, ``"gzip"`` or ``"zlib"``.
+        compression: None, ``"gzip"`` or ``"zlib"`` (or a :class:`TFRecordOptions`).
         shards: Write this many files, ``name-00000-of-0000N.tfrecord`` ...,
             holding consecutive rows (sizes differ by at most one row). The
             set replaces every older set of the name, and is committed as a
@@ -1183,13 +1185,17 @@ def write_examples(
             closed before the next opens: any count fits the limit on open files.
         fsync: Flush the files (and the set's manifest) and their folder to
             the disk before returning, so the write survives a power cut.
+        compression_level: For gzip and zlib: 0 (stored, fastest) to 9
+            (smallest); default 6.
 
     Returns:
         The paths written. All files appear together when every one is complete.
     """
     targets = [os.fspath(path)] if shards is None else shard_names(path, _positive(shards))
-    _write_all(targets, lambda t: TFRecordWriter(t, compression=compression, fsync=fsync), columns, "tensorflow",
-               whole_set=shards is not None, fsync=fsync)
+    writer_options(compression, compression_level=compression_level)  # checked before any work
+    _write_all(targets, lambda t: TFRecordWriter(t, compression=compression, compression_level=compression_level,
+                                                 fsync=fsync),
+               columns, "tensorflow", whole_set=shards is not None, fsync=fsync)
     return targets
 
 

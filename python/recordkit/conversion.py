@@ -35,6 +35,7 @@ from recordkit.columnar import (
 )
 from recordkit.discovery import list_files, record_format, suffix_compression
 from recordkit.images import image_shape
+from recordkit.options import writer_options
 from recordkit.records import (
     OFRecordReader,
     OFRecordWriter,
@@ -651,9 +652,9 @@ class _RecordSink(_Sink):
     """
 
     def __init__(self, destination: str, fmt: str, rows: int, compression: str | None,
-                 shards: int | None, shard_size: int | None, fsync: bool) -> None:
+                 shards: int | None, shard_size: int | None, fsync: bool, compression_level: int | None = None) -> None:
         self.destination, self.format, self.rows, self.fsync = destination, fmt, rows, fsync
-        self.compression = compression
+        self.compression, self.compression_level = compression, compression_level
         self.shards, self.shard_size = shards, shard_size
         self.schema = "oneflow" if fmt == "ofrecord" else "tensorflow"
         self.folder = destination if fmt == "ofrecord" else os.path.dirname(os.path.abspath(destination))
@@ -698,7 +699,7 @@ class _RecordSink(_Sink):
             self.writer.close()
         cls = OFRecordWriter if self.format == "ofrecord" else TFRecordWriter
         path = self._staging(len(self.staged))
-        self.writer = cls(path, compression=self.compression, fsync=self.fsync)
+        self.writer = cls(path, compression=self.compression, compression_level=self.compression_level, fsync=self.fsync)
         self.staged.append(path)
 
     def write_records(self, records: list[bytes]) -> None:
@@ -1008,6 +1009,7 @@ def convert(
     destination_format: str | None = None,
     progress: bool | None = None,
     fsync: bool = False,
+    compression_level: int | None = None,
 ) -> list[str]:
     """Converts ``source`` into ``destination`` and returns the paths written.
 
@@ -1031,6 +1033,8 @@ def convert(
         progress: Report progress on stderr (default: when it is a terminal).
         fsync: Flush every output file (and a shard set's manifest) and its
             folder to the disk before returning.
+        compression_level: For gzip and zlib output: 0 (stored, fastest) to
+            9 (smallest); default 6.
 
     An image folder (``root/<class>/<image>``) becomes the TensorFlow
     tutorial's features: ``image_raw`` (the encoded bytes), ``height``,
@@ -1061,6 +1065,7 @@ def convert(
         compression = suffix_compression(destination)
     elif compression == "none":
         compression = None
+    writer_options(compression, compression_level=compression_level)  # checked before any work
     reader_compression = source_compression if in_format == "tfrecord" else None
     copy_records = in_format == out_format and in_format in ("tfrecord", "ofrecord") and features is None
     src = _open_source(source, in_format, reader_compression, copy_records)
@@ -1068,7 +1073,7 @@ def convert(
     report = _Progress(src.rows, f"{in_format} -> {out_format}", progress)
     sink: _Sink
     if out_format in ("tfrecord", "ofrecord"):
-        sink = _RecordSink(destination, out_format, src.rows, compression, shards, size, fsync)
+        sink = _RecordSink(destination, out_format, src.rows, compression, shards, size, fsync, compression_level)
     elif out_format == "npz":
         sink = _NpzSink(destination, src.columns, fsync)
     else:

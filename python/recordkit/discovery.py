@@ -30,7 +30,6 @@ __all__ = [
     "check_format",
     "is_listed_record_file",
     "reader_compression",
-    "writer_compression",
     "suffix_compression",
 ]
 
@@ -62,15 +61,6 @@ def reader_compression(compression: str | None) -> str:
         raise ValueError(
             f'unknown compression {compression!r}: expected "auto", None, "gzip" or "zlib"'
         )
-    return compression.lower() or "none"
-
-
-def writer_compression(compression: str | None) -> str:
-    """A writer's ``compression`` argument checked: ``"none"``, ``"gzip"`` or ``"zlib"``."""
-    if compression is None:
-        return "none"
-    if not isinstance(compression, str) or compression.lower() not in ("none", "", "gzip", "zlib"):
-        raise ValueError(f'unknown compression {compression!r}: expected None, "gzip" or "zlib"')
     return compression.lower() or "none"
 
 

@@ -15,6 +15,7 @@ __all__ = [
     "DataLossError",
     "DataLossWarning",
     "ParseError",
+    "FailedPreconditionError",
     "ResourceExhaustedError",
     "InternalError",
 ]
@@ -100,6 +101,12 @@ class ParseError(RecordkitError, ValueError):
 
 def _rebuild_parse_error(message: str, key: str | None, index: int | None) -> ParseError:
     return ParseError(message, key=key, index=index)
+
+
+class FailedPreconditionError(RecordkitError, ValueError):
+    """An operation on a reader or writer that is closed, or that a failed write
+    left unusable (TensorFlow's name; a ``ValueError``, as Python's I/O on a
+    closed file raises)."""
 
 
 class DataLossWarning(UserWarning):

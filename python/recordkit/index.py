@@ -9,44 +9,19 @@ and ours work there.
 from __future__ import annotations
 
 import bisect
-import shlex
 import os
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from recordkit import _native
-from recordkit._shardsets import split_suffix
 from recordkit._sources import open_output
 from recordkit.discovery import list_files
 from recordkit.features import FeatureSpec, FixedLenFeature
 from recordkit.parsing import parse_example, parse_single_example
+from recordkit.records import refuse_compressed
 
 __all__ = ["build_index", "read_index", "check_index", "checked_index", "existing_index", "IndexedDataset"]
-
-def _refuse_compressed(path: str) -> None:
-    scanner = _native.RecordScanner(path, name=path)
-    scanner_says = scanner.compression
-    scanner.close()
-    if scanner_says != "none":
-        copy = _uncompressed_name(path)
-        raise ValueError(
-            f"{path} is {scanner_says.upper()}-compressed: a compressed stream has no record offsets to "
-            "index (reaching record i means decompressing everything before it). Make an uncompressed "
-            f"copy for random access: recordkit convert {shlex.quote(path)} {shlex.quote(copy)}   "
-            f"(in Python: rk.convert({path!r}, {copy!r}))"
-        )
-
-
-def _uncompressed_name(path: str) -> str:
-    """Where an uncompressed copy of ``path`` goes: its name without ``.gz``/``.zz``, kept a ``.tfrecord``."""
-    base, suffix = split_suffix(os.path.basename(path))
-    record_suffix = suffix.lower()
-    for compressed in (".gz", ".gzip", ".zz", ".zlib"):
-        if record_suffix.endswith(compressed):
-            suffix, record_suffix = suffix[: -len(compressed)], record_suffix[: -len(compressed)]
-    return os.path.join(os.path.dirname(path), base + (suffix or ".tfrecord"))
-
 
 def build_index(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
@@ -67,7 +42,7 @@ def build_index(
             raise ValueError("index_path names one index: give it with one file, not a list")
         return _in_parallel(build_index, [os.fspath(p) for p in path])
     path = os.fspath(path)
-    _refuse_compressed(path)
+    refuse_compressed(path)
     index_path = os.fspath(index_path) if index_path is not None else path + ".idx"
     target = open_output(index_path)
     try:
@@ -249,7 +224,7 @@ class IndexedDataset:
         def load(item: tuple[str, str | None]) -> tuple[np.ndarray, np.ndarray]:
             path, idx = item
             if idx is None:
-                _refuse_compressed(path)
+                refuse_compressed(path)
             return _index_for(path, idx)
 
         for offsets, sizes in _in_parallel(load, list(zip(paths, indexes))):

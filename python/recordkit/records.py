@@ -9,15 +9,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shlex
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from recordkit import _native
-from recordkit._shardsets import remove_files, replaced_files, write_manifest
+from recordkit._shardsets import remove_files, replaced_files, split_suffix, write_manifest
 from recordkit._sources import Source, open_input, open_output
-from recordkit.discovery import check_format, expand_sources, reader_compression, record_format, writer_compression
-from recordkit.errors import DataLossError, DataLossWarning
+from recordkit.discovery import check_format, expand_sources, reader_compression, record_format
+from recordkit.options import TFRecordOptions, writer_options
+from recordkit.errors import DataLossError, DataLossWarning, FailedPreconditionError
 
 __all__ = [
     "TFRecordReader",
@@ -29,6 +31,11 @@ __all__ = [
     "count_records",
     "write_ofrecord_parts",
     "all_or_nothing",
+    "tf_record_iterator",
+    "tf_record_random_reader",
+    "TFRecordIterator",
+    "TFRecordRandomReader",
+    "refuse_compressed",
 ]
 
 OnError = Literal["raise", "skip"]
@@ -315,20 +322,199 @@ class OFRecordReader(_RecordReader):
         super().__init__(path, compression, verify=True, on_error="raise")
 
 
+class TFRecordIterator:
+    """The records of a TFRecord file, one at a time, keeping its place as
+    TensorFlow's ``tf_record_iterator`` does (see :func:`tf_record_iterator`)."""
+
+    def __init__(self, path: str | os.PathLike[str], compression: str, verify: bool) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"tf_record_iterator reads a path or URL, not {type(path).__name__}: "
+                            "iterate a TFRecordReader over a file object")
+        self._path = os.fspath(path)
+        self._compression = compression
+        self._verify = verify
+        self._offset = 0  # in the uncompressed stream: where the next record starts
+        self._index = 0  # records handed out
+        self._pending: list[bytes] = []  # read ahead, last first
+        self._scanner: Any = None
+        self._opened: Any = None
+        open_input(self._path).close()  # a missing file fails here, as TensorFlow's does
+
+    @property
+    def offset(self) -> int:
+        """Where the next record starts, in the uncompressed stream."""
+        return self._offset
+
+    def __iter__(self) -> "TFRecordIterator":
+        return self
+
+    def __next__(self) -> bytes:
+        if not self._pending:
+            self._refill()
+        record = self._pending.pop()
+        self._offset += len(record) + 16
+        self._index += 1
+        return record
+
+    def _refill(self) -> None:
+        """Reads the next records; at the end (or damage), lets the file go, so the
+        next call opens it afresh and finds what was written since."""
+        try:
+            if self._scanner is None:
+                self._open()
+            batch = self._scanner.next_batch(_BATCH_RECORDS, _BATCH_BYTES)
+        except BaseException:
+            self.close()
+            raise
+        if not batch:
+            self.close()
+            raise StopIteration
+        self._pending = batch[::-1]
+
+    def _open(self) -> None:
+        self._opened = open_input(self._path)
+        self._scanner = _native.RecordScanner(
+            self._opened.handle, name=self._opened.name, compression=self._compression,
+            verify=self._verify, unfinished_ends=True,
+        )
+        if not self._index:
+            return
+        if self._scanner.compression == "none":
+            self._scanner.seek(self._offset, self._index)
+            return
+        passed = 0  # a stream is read from its start: frames are counted, not copied
+        while passed < self._index:
+            offsets, _ = self._scanner.next_frames(self._index - passed)
+            if not len(offsets):
+                raise DataLossError(f"{self._path} holds {passed} records, fewer than the {self._index} read "
+                                    "before: it was rewritten", path=self._path, kind="truncated_stream")
+            passed += len(offsets)
+
+    def close(self) -> None:
+        """Lets the file go (the next ``next()`` opens it again)."""
+        if self._scanner is not None:
+            self._scanner.close()
+            self._scanner = None
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
+
+
+def tf_record_iterator(
+    path: str | os.PathLike[str],
+    options: TFRecordOptions | str | None = None,
+    *,
+    compression: str | None = "auto",
+    verify: bool = True,
+) -> TFRecordIterator:
+    """The records of a TFRecord file, one at a time, as TensorFlow's
+    ``tf.compat.v1.io.tf_record_iterator`` yields them, place kept.
+
+    At the end of the file, ``next()`` raises ``StopIteration``, and a later
+    ``next()`` yields the records appended since (TensorBoard reads event files
+    so). A record cut short at the end (a writer still writing it) raises
+    :class:`DataLossError`, and so does every ``next()`` until the record is
+    whole; then it is yielded. A GZIP or ZLIB stream that stops at a flush
+    point (a writer's ``flush()``) ends there, like TensorFlow's: every record
+    so far, then ``StopIteration``; a stream cut within a record is
+    :class:`DataLossError`. Payload CRCs are checked (``verify``).
+
+    Args:
+        path: A local path or a URL.
+        options: A :class:`TFRecordOptions` or a compression name, as
+            TensorFlow takes them; else ``compression`` (default ``"auto"``).
+
+    Use :class:`TFRecordReader` for plain reading (faster, records in bulk);
+    this iterator is for files read while they grow.
+    """
+    chosen = compression if options is None else (TFRecordOptions.get_compression_type_string(options).lower() or "none")
+    return TFRecordIterator(path, reader_compression(chosen), bool(verify))
+
+
+class TFRecordRandomReader:
+    """Reads the record at a byte offset of an uncompressed TFRecord file
+    (TensorFlow's ``tf_record_random_reader``): see :func:`tf_record_random_reader`."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        refuse_compressed(self.path)
+        self._reader: Any = _native.FrameReader(self.path)
+
+    def read(self, offset: int) -> tuple[bytes, int]:
+        """``(record, offset of the next record)`` for the record at ``offset``.
+
+        Raises:
+            IndexError: At or past the end of the file ("Out of range at reading offset N").
+            DataLossError: Where no intact record starts ("corrupted record at N").
+            FailedPreconditionError: Once closed.
+        """
+        if self._reader is None:
+            raise FailedPreconditionError(f"Random TFRecord Reader is closed ({self.path})")
+        if offset < 0:
+            raise IndexError(f"Out of range at reading offset {offset}")
+        return self._reader.read_at(int(offset))
+
+    def close(self) -> None:
+        """Releases the file; reading afterwards is a :class:`FailedPreconditionError`."""
+        self._reader = None
+
+    def __enter__(self) -> "TFRecordRandomReader":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def tf_record_random_reader(path: str | os.PathLike[str]) -> TFRecordRandomReader:
+    """A reader of the record at any byte offset of an uncompressed TFRecord file,
+    as TensorFlow's ``tf_record_random_reader``: ``reader.read(offset)`` gives
+    ``(record, next_offset)``, CRCs checked. For reading by record number,
+    :class:`IndexedDataset` keeps an index."""
+    return TFRecordRandomReader(path)
+
+
+def refuse_compressed(path: str) -> None:
+    """Refuses a compressed file where records are read by byte offset, saying how to
+    make an uncompressed copy."""
+    scanner = _native.RecordScanner(path, name=path)
+    scanner_says = scanner.compression
+    scanner.close()
+    if scanner_says != "none":
+        copy = _uncompressed_name(path)
+        raise ValueError(
+            f"{path} is {scanner_says.upper()}-compressed: a compressed stream has no record offsets to "
+            "index (reaching record i means decompressing everything before it). Make an uncompressed "
+            f"copy for random access: recordkit convert {shlex.quote(path)} {shlex.quote(copy)}   "
+            f"(in Python: rk.convert({path!r}, {copy!r}))"
+        )
+
+
+def _uncompressed_name(path: str) -> str:
+    """Where an uncompressed copy of ``path`` goes: its name without ``.gz``/``.zz``, kept a ``.tfrecord``."""
+    base, suffix = split_suffix(os.path.basename(path))
+    record_suffix = suffix.lower()
+    for compressed in (".gz", ".gzip", ".zz", ".zlib"):
+        if record_suffix.endswith(compressed):
+            suffix, record_suffix = suffix[: -len(compressed)], record_suffix[: -len(compressed)]
+    return os.path.join(os.path.dirname(path), base + (suffix or ".tfrecord"))
+
+
 class _RecordWriter:
     """Shared machinery of the TFRecord and OFRecord writers."""
 
     _format = "tfrecord"
 
-    def __init__(self, path: Source, compression: str | None = None, *, fsync: bool = False) -> None:
-        native_compression = writer_compression(compression)
-        self._target = open_output(path, fsync=fsync)
+    def __init__(self, path: Source, compression: str | TFRecordOptions | None = None, *,
+                 options: TFRecordOptions | str | None = None, compression_level: int | None = None,
+                 fsync: bool = False, atomic: bool = True) -> None:
+        settings = writer_options(compression, options, compression_level)
+        self._target = open_output(path, fsync=fsync, atomic=atomic)
         try:
             self._native: Any = _native.RecordWriter(
                 self._target.handle,
                 name=self._target.name,
                 format=self._format,
-                compression=native_compression,
+                **settings.native(),
             )
         except BaseException:
             self._target.discard()
@@ -442,10 +628,22 @@ class TFRecordWriter(_RecordWriter):
     Args:
         path: A local path, a URL (with fsspec) or an open binary file (written
             directly, no renaming).
-        compression: ``None`` (default), ``"gzip"`` or ``"zlib"``, any case.
-            The whole file is one compressed stream, as TensorFlow writes it.
+        compression: ``None`` (default), ``"gzip"`` or ``"zlib"``, any case,
+            or a :class:`TFRecordOptions` (as ``tf.io.TFRecordWriter(path,
+            options)`` takes it). The whole file is one compressed stream, as
+            TensorFlow writes it.
+        options: A :class:`TFRecordOptions` (or a compression name), by keyword.
+        compression_level: 0 (stored, fastest) to 9 (smallest); default 6.
         fsync: On :meth:`close`, flush the file to the disk before the rename
             and the folder after it, so that the file survives a power cut.
+        atomic: True (default): write under a temporary name and rename on
+            close, so that ``path`` only ever holds a complete file. False:
+            write straight to ``path``, as TensorFlow's writer does, for a file
+            read while it grows (an event log): what :meth:`flush` pushed out
+            can be read, with :func:`tf_record_iterator` or
+            ``TFRecordReader(path, follow=True)``, while the writer is open;
+            a writer that dies leaves the file cut short at its last write
+            (reported as damage, never as a complete file).
 
     Temporary files left by writers that were killed (``kill -9``) for the
     same name are removed when the next writer of that name starts.

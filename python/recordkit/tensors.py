@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from recordkit import _native
 from recordkit._messages import len_field, read_varint, varint
 from recordkit.errors import ParseError
 
-__all__ = ["serialize_tensor", "parse_tensor", "MAX_FILLED_ELEMENTS"]
+__all__ = ["serialize_tensor", "parse_tensor", "decode_raw", "MAX_FILLED_ELEMENTS"]
 
 # DataType enum values (tensorflow/core/framework/types.proto).
 _DT = {
@@ -203,3 +204,90 @@ def parse_tensor(serialized: bytes, dtype: Any, *, max_elements: int = MAX_FILLE
     out[: len(values)] = values
     out[len(values) :] = filler
     return out.reshape(shape)
+
+
+# decode_raw's types: TensorFlow's (tf.io.decode_raw), and the unsigned ones it lacks.
+_RAW_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+              "float16", "float32", "float64", "complex64", "complex128", "bfloat16")
+# TensorFlow's names where NumPy's differ ("float" is float32 to TensorFlow, float64 to NumPy).
+_TF_TYPE_NAMES = {"float": "float32", "double": "float64", "half": "float16"}
+
+
+def _raw_dtype(out_type: Any) -> np.dtype:
+    """The NumPy dtype of a ``decode_raw`` type: a TensorFlow DType, a NumPy dtype, or a name."""
+    if isinstance(out_type, str):
+        name = _TF_TYPE_NAMES.get(out_type.lower().removeprefix("tf."), out_type.lower().removeprefix("tf."))
+    elif isinstance(getattr(out_type, "name", None), str) and not isinstance(out_type, np.dtype):
+        name = out_type.name  # TensorFlow's DType objects
+    else:
+        try:
+            name = np.dtype(out_type).name
+        except TypeError:
+            name = repr(out_type)
+    if name not in _RAW_TYPES:
+        raise TypeError(f"decode_raw's out_type is one of {', '.join(_RAW_TYPES)}, not {out_type!r}")
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise ImportError("bfloat16 needs ml_dtypes: pip install ml_dtypes") from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: int | None = None) -> np.ndarray:
+    """Byte strings read as arrays of numbers: ``tf.io.decode_raw``.
+
+    Args:
+        input_bytes: One byte string (``bytes``, ``bytearray``, ``memoryview``,
+            ``str`` as UTF-8), or an array or nested list of them, of any shape:
+            a string column of :func:`read_examples` (an object array) goes in
+            whole, copied in one call with the GIL released. A NumPy bytes array
+            (dtype ``S``) is read by its cells, whole (NumPy drops trailing NULs
+            from its elements, not from its cells).
+        out_type: ``bool``, ``int8`` to ``int64``, ``uint8`` to ``uint64``,
+            ``float16`` (``half``), ``float32`` (``float``), ``float64``
+            (``double``), ``complex64``, ``complex128``, or ``bfloat16`` (with
+            ml_dtypes); a name, a NumPy dtype or a TensorFlow DType.
+        little_endian: Whether the bytes are little-endian (else each number,
+            each part of a complex, is byte-swapped), as in TensorFlow.
+        fixed_length: Cut or pad (with zeros) every string to this many bytes,
+            a multiple of the type's size. Without it, every string must have
+            one length, a multiple of the type's size.
+
+    Returns:
+        An array of shape ``input.shape + [n]``, ``n`` numbers per string.
+
+    Raises:
+        ValueError: For strings of unequal lengths (without ``fixed_length``),
+            a length that is no multiple of the type's size, or a
+            ``fixed_length`` that is not a positive multiple of it.
+    """
+    dtype = _raw_dtype(out_type)
+    if fixed_length is not None:
+        if isinstance(fixed_length, bool) or not isinstance(fixed_length, (int, np.integer)):
+            raise TypeError(f"fixed_length must be an integer, not {type(fixed_length).__name__}")
+        if fixed_length <= 0:
+            raise ValueError(f"fixed_length ({fixed_length}) must be greater than zero")
+        fixed_length = int(fixed_length)
+    name = "bool" if dtype == np.bool_ else dtype.name
+    if isinstance(input_bytes, (bytes, bytearray, memoryview, str)):
+        shape: tuple[int, ...] = ()
+        data, width = _native._join_raw([input_bytes], dtype.itemsize, name, fixed_length)
+    elif isinstance(input_bytes, np.ndarray) and input_bytes.dtype.kind == "S":
+        shape = input_bytes.shape
+        cells = np.ascontiguousarray(input_bytes).view(np.uint8).reshape(input_bytes.size, input_bytes.itemsize)
+        data, width = _native._join_raw(list(map(bytes, cells)), dtype.itemsize, name, fixed_length)
+    else:
+        values = np.asarray(input_bytes, dtype=object)
+        shape = values.shape
+        data, width = _native._join_raw(values.reshape(-1).tolist(), dtype.itemsize, name, fixed_length)
+    count = width // dtype.itemsize
+    if dtype == np.bool_:
+        out = data != 0  # any byte but 0 is True, as TensorFlow reads a bool
+    elif little_endian or dtype.itemsize == 1:
+        out = data.view(dtype.newbyteorder("<"))
+        out = out if out.dtype.isnative else out.astype(dtype)
+    else:
+        out = data.view(dtype.newbyteorder(">")).astype(dtype)
+    return out.reshape(shape + (count,))

@@ -11,9 +11,11 @@ They behave like the protobuf classes the TensorFlow tutorial uses::
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Mapping
 
 from recordkit import _native
+from recordkit.errors import ParseError
 from recordkit._messages import (
     FeatureMap,
     ListMessage,
@@ -171,6 +173,139 @@ class Example(Message):
         if not self._has_features and not self._features.feature:
             return []
         return ["features {", *indent(self._features._text()), "}"]
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """This message in protobuf's JSON format, as ``json_format.MessageToJson``
+        writes it: list fields in lowerCamelCase (``int64List``), int64 values as
+        strings, floats as numbers (``"NaN"``, ``"Infinity"``, ``"-Infinity"``
+        as strings), bytes in base64. Keys ascending, as :func:`print` shows them."""
+        import json
+
+        out: dict[str, Any] = {}
+        if self.HasField("features"):
+            feature = {key: _feature_json(self.features.feature[key])
+                       for key in sorted(self.features.feature, key=wire_key_order)}
+            out["features"] = {"feature": feature} if feature else {}
+        return json.dumps(out, indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Example":
+        """The message that protobuf's JSON format describes (``json_format.Parse``):
+        field names in lowerCamelCase or as in the proto, int64 values as strings
+        or whole numbers, floats as numbers or numeric strings, bytes in base64.
+
+        Raises:
+            ParseError: For text that is not such JSON, naming where it departs:
+                unknown fields, values of the wrong kind, an int64 out of range or
+                a float beyond float32's.
+        """
+        import json
+
+        try:
+            content = json.loads(text)
+        except (TypeError, ValueError) as error:
+            raise ParseError(f"not JSON: {error}") from None
+        example = cls()
+        fields = _json_fields(content, "Example", {"features"})
+        if "features" in fields:
+            example.features = Features()  # present once named, even empty
+            entries = _json_fields(fields["features"], "Example.features", {"feature"}).get("feature", {})
+            if not isinstance(entries, dict):
+                raise ParseError(f"Example.features.feature must be a JSON object, not {entries!r}")
+            for key, entry in entries.items():
+                where = f"Example.features.feature[{key}]"
+                if not isinstance(entry, dict):
+                    raise ParseError(f"{where} must be a JSON object, not {entry!r}")
+                example.features.feature[key].CopyFrom(_feature_from_json(entry, where))
+        return example
+
+
+_JSON_KINDS = {"bytes_list": "bytesList", "float_list": "floatList", "int64_list": "int64List"}
+
+
+def _feature_json(feature: Feature) -> dict[str, Any]:
+    import base64
+
+    kind = feature.WhichOneof("kind")
+    if kind is None:
+        return {}
+    values = list(getattr(feature, kind).value)
+    if kind == "int64_list":
+        shown: list[Any] = [str(v) for v in values]
+    elif kind == "bytes_list":
+        shown = [base64.b64encode(v).decode("ascii") for v in values]
+    else:
+        shown = [float(text_float32(v)) if math.isfinite(v) else {float("inf"): "Infinity", float("-inf"): "-Infinity"}
+                 .get(float(v), "NaN") for v in values]
+    return {_JSON_KINDS[kind]: {"value": shown} if shown else {}}
+
+
+def _json_fields(content: Any, where: str, names: set[str]) -> dict[str, Any]:
+    """A JSON object's fields by their proto names (lowerCamelCase ones too); null fields left out."""
+    if content is None:
+        return {}
+    if not isinstance(content, dict):
+        raise ParseError(f"{where} must be a JSON object, not {content!r}")
+    fields = {}
+    for name, value in content.items():
+        proto = next((n for n in names if name in (n, _camel(n))), None)
+        if proto is None:
+            raise ParseError(f'{where} has no field named "{name}" (its fields: {", ".join(sorted(names))})')
+        if value is not None:
+            fields[proto] = value
+    return fields
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _feature_from_json(content: dict[str, Any], where: str) -> Feature:
+    import base64
+    import binascii
+
+    fields = _json_fields(content, where, set(_JSON_KINDS))
+    if len(fields) > 1:
+        raise ParseError(f"{where} sets {' and '.join(sorted(fields))}: a Feature holds one kind")
+    if not fields:
+        return Feature()
+    [(kind, body)] = fields.items()
+    raw = _json_fields(body, f"{where}.{_JSON_KINDS[kind]}", {"value"}).get("value", [])
+    if not isinstance(raw, list):
+        raise ParseError(f"{where}.{_JSON_KINDS[kind]}.value must be a list, not {raw!r}")
+    values: list[Any] = []
+    for i, item in enumerate(raw):
+        at = f"{where}.{_JSON_KINDS[kind]}.value[{i}]"
+        try:
+            if kind == "int64_list":
+                if isinstance(item, bool) or not isinstance(item, (int, float, str)):
+                    raise ValueError
+                number = int(item) if not isinstance(item, float) or item.is_integer() else None
+                if number is None or (isinstance(item, str) and not item.strip().lstrip("-").isdigit()):
+                    raise ValueError
+                values.append(number)
+            elif kind == "float_list":
+                if isinstance(item, bool) or not isinstance(item, (int, float, str)):
+                    raise ValueError
+                values.append({"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(item, None)
+                              if isinstance(item, str) and item in ("NaN", "Infinity", "-Infinity") else float(item))
+            else:
+                if not isinstance(item, str):
+                    raise ValueError
+                values.append(base64.b64decode(item.replace("-", "+").replace("_", "/") + "=" * (-len(item) % 4),
+                                               validate=True))
+        except (ValueError, binascii.Error):
+            raise ParseError(f"{at}: {item!r} is not {_JSON_VALUE_KINDS[kind]}") from None
+    try:
+        return Feature(**{kind: {"bytes_list": BytesList, "float_list": FloatList, "int64_list": Int64List}[kind](value=values)})
+    except (TypeError, ValueError) as error:
+        raise ParseError(f"{where}.{_JSON_KINDS[kind]}: {error}") from None
+
+
+_JSON_VALUE_KINDS = {"int64_list": "an int64 (a whole number, or one in a string)",
+                     "float_list": 'a number (or "NaN", "Infinity", "-Infinity")',
+                     "bytes_list": "base64 text"}
 
 
 class FeatureList(Message):

@@ -3,7 +3,7 @@
 //! The exception classes are defined in Python (`recordkit/errors.py`) so they
 //! can have two parents and pickle cleanly; they are looked up once.
 
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
@@ -15,6 +15,7 @@ static DATA_LOSS_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static PARSE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static INTERNAL_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static RESOURCE_EXHAUSTED_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static FAILED_PRECONDITION_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// An exception of one of `recordkit.errors`' classes with a plain message.
 fn recordkit_error(
@@ -111,9 +112,16 @@ impl From<Error> for PyErr {
             Error::DataLoss(loss) => {
                 Python::attach(|py| data_loss_error(py, &loss).unwrap_or_else(|e| e))
             }
-            Error::InvalidArgument(message) | Error::Closed(message) => {
-                PyValueError::new_err(message)
-            }
+            Error::InvalidArgument(message) => PyValueError::new_err(message),
+            Error::Closed(message) => Python::attach(|py| {
+                recordkit_error(
+                    py,
+                    &FAILED_PRECONDITION_ERROR,
+                    "FailedPreconditionError",
+                    message,
+                )
+            }),
+            Error::OutOfRange(message) => PyIndexError::new_err(message),
             Error::ResourceExhausted(message) => Python::attach(|py| {
                 recordkit_error(
                     py,

@@ -8,6 +8,7 @@ pub mod files;
 pub mod lists;
 pub mod memory;
 pub mod random_access;
+pub mod raw;
 pub mod records;
 pub mod shared;
 pub mod shuffle;

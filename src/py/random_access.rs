@@ -121,6 +121,70 @@ impl PyFrameReader {
         })
     }
 
+    /// The payload of the TFRecord frame at `offset`, and the offset of the
+    /// frame after it: `IndexError` at the file's end, `DataLossError` where
+    /// no intact frame starts (as TensorFlow's `tf_record_random_reader`).
+    #[pyo3(signature = (offset, verify = true))]
+    fn read_at<'py>(
+        &self,
+        py: Python<'py>,
+        offset: u64,
+        verify: bool,
+    ) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+        crate::py::errors::guard(|| {
+            let (file, path) = (&self.file, self.path.as_str());
+            let (payload, next) = py.detach(|| -> Result<(Vec<u8>, u64)> {
+                let io = |source| Error::Io {
+                    path: path.to_string(),
+                    source,
+                };
+                let file_len = file.metadata().map_err(io)?.len();
+                if offset >= file_len {
+                    return Err(Error::OutOfRange(format!(
+                        "Out of range at reading offset {offset}: the file '{path}' holds {file_len} bytes"
+                    )));
+                }
+                let mut header = [0u8; 12];
+                let got = file
+                    .read_at(&mut header, offset)
+                    .and_then(|n| {
+                        // A short read is the file's end; read the rest, if any.
+                        if n < header.len() {
+                            file.read_at(&mut header[n..], offset + n as u64).map(|m| n + m)
+                        } else {
+                            Ok(n)
+                        }
+                    })
+                    .map_err(io)?;
+                if got < header.len() || !is_tfrecord_header(&header) {
+                    return Err(loss(
+                        path,
+                        offset,
+                        0,
+                        DamageKind::CorruptLength,
+                        format!("corrupted record at {offset}: no record frame starts there"),
+                    ));
+                }
+                let length = u64::from_le_bytes(header[..8].try_into().unwrap());
+                let size = length.saturating_add(16);
+                if offset.saturating_add(size) > file_len {
+                    return Err(loss(
+                        path,
+                        offset,
+                        0,
+                        DamageKind::TruncatedRecord,
+                        format!(
+                            "truncated record at {offset}: its header gives {length} bytes, past \
+                             the end of the {file_len}-byte file"
+                        ),
+                    ));
+                }
+                Ok((read_frame(file, path, file_len, offset, size, 0, verify)?, offset + size))
+            })?;
+            Ok((PyBytes::new(py, &payload), next))
+        })
+    }
+
     /// The payloads of the TFRecord frames at `offsets` with `sizes` (whole
     /// frames, as index files give them); `indices` name them in errors.
     #[pyo3(signature = (offsets, sizes, indices, verify = true))]

@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 use numpy::{IntoPyArray, PyReadonlyArray1};
 
 use crate::columns::parse_sequence_examples;
-use crate::compression::{Compression, Encoder, Inflater};
+use crate::compression::{Compression, DeflateOptions, Encoder, Inflater};
 use crate::error::{Error, Result};
 use crate::example::{map_key_order, ColumnValues, EntryLayout, RowPlan, Schema, ROW_SLACK};
 use crate::framing::{
@@ -216,8 +216,11 @@ impl ScanState {
 #[pymethods]
 impl PyRecordScanner {
     /// `source` is a local path (str) or an object with `read(n)`.
+    /// With `unfinished_ends`, a compressed stream that stops at a record
+    /// boundary without its end marker (a writer's flush point) ends the scan.
     #[new]
-    #[pyo3(signature = (source, *, name, format = "tfrecord", compression = "auto", verify = true, skip_damaged = false))]
+    #[pyo3(signature = (source, *, name, format = "tfrecord", compression = "auto", verify = true, skip_damaged = false, unfinished_ends = false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
@@ -226,6 +229,7 @@ impl PyRecordScanner {
         compression: &str,
         verify: bool,
         skip_damaged: bool,
+        unfinished_ends: bool,
     ) -> PyResult<Self> {
         crate::py::errors::guard(|| {
             let format = Format::parse(format)?;
@@ -238,7 +242,10 @@ impl PyRecordScanner {
                 let obj = source.clone().unbind();
                 py.detach(|| open_pyfile(obj, &name, requested, format))?
             };
-            let scanner = Scanner::new(win, format, verify, skip_damaged, name)?;
+            let mut scanner = Scanner::new(win, format, verify, skip_damaged, name)?;
+            if unfinished_ends {
+                scanner.end_at_flush_points();
+            }
             crate::py::memory::adapt_malloc_to_large_records();
             Ok(PyRecordScanner {
                 state: Mutex::new(ScanState {
@@ -1027,17 +1034,30 @@ impl PyRecordWriter {
 #[pymethods]
 impl PyRecordWriter {
     /// `sink` is a local path (str, created or truncated) or an object with `write(b)`.
+    /// The deflate parameters (zlib's) apply to gzip and zlib compression.
     #[new]
-    #[pyo3(signature = (sink, *, name, format = "tfrecord", compression = "none"))]
+    #[pyo3(signature = (sink, *, name, format = "tfrecord", compression = "none", compression_level = -1, window_bits = 15, mem_level = 8, strategy = 0))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         sink: &Bound<'_, PyAny>,
         name: String,
         format: &str,
         compression: &str,
+        compression_level: i32,
+        window_bits: u8,
+        mem_level: u8,
+        strategy: u8,
     ) -> PyResult<Self> {
         crate::py::errors::guard(|| {
             let format = Format::parse(format)?;
+            let options = DeflateOptions {
+                level: compression_level,
+                window_bits,
+                mem_level,
+                strategy,
+            }
+            .checked()?;
             let compression = Compression::parse(compression)?.ok_or_else(|| {
                 Error::InvalidArgument(
                     "a writer needs a compression: None, \"gzip\" or \"zlib\" (not \"auto\")"
@@ -1058,7 +1078,11 @@ impl PyRecordWriter {
             } else {
                 Box::new(PyFileWriter::new(sink.clone().unbind()))
             };
-            let sink = Encoder::new(BufWriter::with_capacity(WRITE_BUFFER, out), compression);
+            let sink = Encoder::with_options(
+                BufWriter::with_capacity(WRITE_BUFFER, out),
+                compression,
+                options,
+            );
             Ok(PyRecordWriter {
                 sink: Some(sink),
                 failure: None,
