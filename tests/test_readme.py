@@ -8,6 +8,7 @@ are there rather than running them again.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -67,3 +68,30 @@ def test_readme_block(number: int, folder: Path, namespace: dict, monkeypatch: p
         assert result.returncode == 0, f"README.md:{line}\n{result.stdout}\n{result.stderr}"
     else:
         pytest.fail(f"README.md:{line}: a {lang!r} block, which this test does not know how to run")
+
+
+def test_the_python_blocks_run_under_a_python_that_is_not_on_path(tmp_path: Path) -> None:
+    """As from a virtual environment's Python that was not activated: nothing a block
+    starts (Spark's workers, Ray's, a subprocess) may assume ``python3`` on PATH is it."""
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    shutil.copytree(REPO / "docs" / "images", tmp_path / "docs" / "images")
+    blocks = []
+    for lang, code, line in BLOCKS:
+        if lang == "bash":
+            commands = [c for c in code.splitlines() if c.split("#")[0].strip() not in RUN_BY_CI]
+            blocks.append(f"subprocess.run(['bash', '-euo', 'pipefail', '-c', {chr(10).join(commands)!r}], check=True, "
+                          "stdout=subprocess.DEVNULL, env=dict(os.environ, PATH=recordkit_bin + os.pathsep + os.environ['PATH']))")
+        elif all(importlib.util.find_spec(module) is not None for module in ("jax", "ray", "dask", "pyspark")
+                 if re.search(rf"^(import|from) {module}\b", code, re.M)):
+            blocks.append(f"exec(compile({code!r}, 'README.md:{line}', 'exec'))")
+    program = ("import os, subprocess, sys, warnings\nwarnings.simplefilter('error')\n"
+               "warnings.filterwarnings('ignore', category=DeprecationWarning, module=r'ray\\.')\n"
+               "warnings.filterwarnings('ignore', category=FutureWarning, module=r'pyspark\\.')\n"
+               f"recordkit_bin = {os.path.dirname(sys.executable)!r}\n" + "\n".join(blocks))
+    here = os.path.realpath(os.path.dirname(sys.executable))
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                           if p and os.path.realpath(p) != here and "shims" not in p)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    result = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True,
+                            env=dict(env, PATH=path), timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]

@@ -268,12 +268,13 @@ def _decoded(kind: str | None, values: Any) -> Any:
     return values if kind is not None else None
 
 
-def decode_json_example(json_examples: Any) -> Any:
+def decode_json_example(json_examples: Any, name: str | None = None) -> Any:
     """Examples in protobuf's JSON format as serialized Examples: ``tf.io.decode_json_example``.
 
     Args:
         json_examples: One JSON text (``str`` or ``bytes``), or an array or
             nested list of them.
+        name: TensorFlow's op name: accepted, and not used.
 
     Returns:
         The serialized Example (``bytes``) for one text; for an array, an

@@ -465,7 +465,8 @@ def _assemble(features: Mapping[str, FeatureSpec], columns: dict[str, Column], b
     return out
 
 
-def parse_example(serialized: Iterable[bytes], features: Mapping[str, FeatureSpec], example_names: Any = None) -> dict[str, Any]:
+def parse_example(serialized: Iterable[bytes], features: Mapping[str, FeatureSpec], example_names: Any = None,
+                  name: str | None = None) -> dict[str, Any]:
     """Parses a batch of serialized ``tf.train.Example`` records (``tf.io.parse_example``).
 
     Args:
@@ -475,6 +476,7 @@ def parse_example(serialized: Iterable[bytes], features: Mapping[str, FeatureSpe
             :class:`FixedLenSequenceFeature` (``allow_missing=True``) specs.
         example_names: Accepted for TensorFlow compatibility; errors give the
             record's index instead.
+        name: TensorFlow's op name: accepted, and not used.
 
     Returns:
         ``{name: output}``: dense NumPy arrays of shape ``[batch] + shape``
@@ -493,7 +495,8 @@ def parse_example(serialized: Iterable[bytes], features: Mapping[str, FeatureSpe
     return _assemble(features, columns, len(records), single=False)
 
 
-def parse_single_example(serialized: bytes, features: Mapping[str, FeatureSpec], example_names: Any = None) -> dict[str, Any]:
+def parse_single_example(serialized: bytes, features: Mapping[str, FeatureSpec], example_names: Any = None,
+                         name: str | None = None) -> dict[str, Any]:
     """Parses one serialized ``tf.train.Example`` (``tf.io.parse_single_example``).
 
     As :func:`parse_example` without the batch dimension: dense outputs have
@@ -620,6 +623,7 @@ def parse_sequence_example(
     context_features: Mapping[str, FeatureSpec] | None = None,
     sequence_features: Mapping[str, FeatureSpec] | None = None,
     example_names: Any = None,
+    name: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, np.ndarray]]:
     """Parses a batch of serialized ``tf.train.SequenceExample`` records (``tf.io.parse_sequence_example``).
 
@@ -640,6 +644,7 @@ def parse_single_sequence_example(
     context_features: Mapping[str, FeatureSpec] | None = None,
     sequence_features: Mapping[str, FeatureSpec] | None = None,
     example_name: Any = None,
+    name: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parses one serialized ``tf.train.SequenceExample``: ``(context, feature_lists)``."""
     records = _single(serialized, "parse_single_sequence_example")

@@ -131,12 +131,15 @@ def _typed_values(name: str, chunks: list[tuple[int, bytes | int]]) -> np.ndarra
     return wrapped.astype(np.dtype(name)) if name.startswith("uint") else wrapped.view(np.int64).astype(np.dtype(name))
 
 
-def parse_tensor(serialized: bytes, dtype: Any, *, max_elements: int = MAX_FILLED_ELEMENTS) -> np.ndarray:
+def parse_tensor(serialized: bytes, out_type: Any, name: str | None = None, *,
+                 max_elements: int = MAX_FILLED_ELEMENTS) -> np.ndarray:
     """Parses a serialized ``TensorProto`` (``tf.io.parse_tensor``) into a NumPy array.
 
     Args:
         serialized: The bytes ``tf.io.serialize_tensor`` (or :func:`serialize_tensor`) wrote.
-        dtype: The expected dtype: a NumPy dtype or its name, or ``"string"``.
+        out_type: The expected dtype: a NumPy dtype or its name, a TensorFlow
+            DType, or ``"string"``.
+        name: TensorFlow's op name: accepted, and not used.
         max_elements: A tensor may store fewer values than its shape holds;
             TensorFlow then repeats the last one. A dozen bytes can so claim
             gigabytes, so filling stops at this many elements (16 Mi by
@@ -148,7 +151,7 @@ def parse_tensor(serialized: bytes, dtype: Any, *, max_elements: int = MAX_FILLE
         ParseError: On malformed bytes, a dtype that differs from the one
             stored, or a fill beyond ``max_elements``.
     """
-    want = _dtype_name(dtype)
+    want = _dtype_name(out_type)
     data = bytes(serialized)
     stored = 0
     dims: list[int] = []
@@ -235,7 +238,8 @@ def _raw_dtype(out_type: Any) -> np.dtype:
     return np.dtype(name)
 
 
-def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: int | None = None) -> np.ndarray:
+def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: int | None = None,
+               name: str | None = None) -> np.ndarray:
     """Byte strings read as arrays of numbers: ``tf.io.decode_raw``.
 
     Args:
@@ -254,6 +258,7 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixe
         fixed_length: Cut or pad (with zeros) every string to this many bytes,
             a multiple of the type's size. Without it, every string must have
             one length, a multiple of the type's size.
+        name: TensorFlow's op name: accepted, and not used.
 
     Returns:
         An array of shape ``input.shape + [n]``, ``n`` numbers per string.
