@@ -116,14 +116,35 @@ def _examples_read(path: str, batch_size: int) -> tuple[list[dict[str, list]], s
     return batches, ended
 
 
+def _read_map(feature_map: Any) -> None:
+    """Reads every feature of a message's map: the parts a message makes only when touched."""
+    for _key, feature in feature_map.items():
+        kind = feature.WhichOneof("kind")
+        if kind is not None:
+            values = getattr(feature, kind).value
+            if len(values):
+                values[0], values[-1]
+            list(values)
+
+
 def wire(data: bytes) -> None:
-    """The message decoders, and the message classes' round trip."""
+    """The message decoders, and the message classes: every part read, and a round trip."""
     for decode in (rk.decode_example, rk.decode_sequence_example, rk.decode_ofrecord):
         attempt(decode, data)
     message = attempt(rk.train.Example.FromString, data)
     if message is not None:
+        _read_map(message.features.feature)
+        str(message)
         again = rk.train.Example.FromString(message.SerializeToString())
         assert again == message, "an Example changed on a round trip"
+    sequence = attempt(rk.train.SequenceExample.FromString, data)
+    if sequence is not None:
+        _read_map(sequence.context.feature)
+        for steps in sequence.feature_lists.feature_list.values():
+            _read_map({str(i): step for i, step in enumerate(steps.feature)})
+        str(sequence)
+        again = rk.train.SequenceExample.FromString(sequence.SerializeToString())
+        assert again == sequence, "a SequenceExample changed on a round trip"
 
 
 SPEC = {

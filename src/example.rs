@@ -201,6 +201,40 @@ impl<'a> Entry<'a> {
         })
     }
 
+    /// Checks every key field of the entry (protobuf checks each as it parses
+    /// it, a replaced one too) is UTF-8, as a map of `string` keys requires;
+    /// `what` names the failure.
+    #[inline]
+    pub fn check_utf8_keys(&self, what: &'static str) -> Result<(), Malformed> {
+        // Laid out `key, value`: one key field, and nearly always ASCII.
+        if self.value.is_some() && self.key.is_ascii() {
+            return Ok(());
+        }
+        self.check_utf8_keys_in_full(what)
+    }
+
+    fn check_utf8_keys_in_full(&self, what: &'static str) -> Result<(), Malformed> {
+        let utf8 = |key: &[u8]| key.is_ascii() || std::str::from_utf8(key).is_ok();
+        if self.value.is_some() {
+            return utf8(self.key).then_some(()).ok_or(Malformed(what));
+        }
+        let mut r = Reader::new(self.raw);
+        while let Some((n, v)) = r.field()? {
+            if let (1, Value::Len(key)) = (n, v) {
+                if !utf8(key) {
+                    return Err(Malformed(what));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The value message when the entry is laid out as `key, value` (None when
+    /// it must be assembled from several value fields).
+    pub fn value_message(&self) -> Option<&'a [u8]> {
+        self.value
+    }
+
     /// The value messages (normally exactly one). `raw` was validated by `parse`.
     fn values(&self) -> impl Iterator<Item = &'a [u8]> {
         let single = self.value;
@@ -240,6 +274,28 @@ impl<'a> Entry<'a> {
             }
         }
         list_in(value, tag)
+    }
+
+    /// [`check_feature_entry`], with the layout every writer uses (one list of
+    /// one packed run of numbers) checked where it lies.
+    #[inline]
+    pub fn check_feature(&self, schema: Schema) -> Result<(), Malformed> {
+        if let Some(&tag) = self.value.and_then(<[u8]>::first) {
+            let kind = (tag & 7 == 2)
+                .then(|| schema.kind(u32::from(tag >> 3)))
+                .flatten();
+            if let Some(packed) = kind
+                .filter(|&k| k != Kind::Bytes)
+                .and_then(|_| self.canonical_list(tag))
+            {
+                return match kind {
+                    Some(Kind::Float) => packed_fixed(packed, 4).map(drop),
+                    Some(Kind::Double) => packed_fixed(packed, 8).map(drop),
+                    _ => count_varints(packed).map(drop),
+                };
+            }
+        }
+        check_feature_entry(self, schema)
     }
 
     /// The Feature this entry holds.
@@ -398,6 +454,19 @@ pub fn for_each_sequence_entry<'a>(
     Ok(())
 }
 
+/// The longest list [`Feature::value_in_place`] reads in place.
+pub const IN_PLACE_BYTES: usize = 64;
+
+/// One value of a list, read where it lies.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar<'a> {
+    Bytes(&'a [u8]),
+    Float(f32),
+    Double(f64),
+    Int32(i32),
+    Int64(i64),
+}
+
 /// A decoded Feature: its kind (None when no kind is set) and its list messages.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Feature<'a> {
@@ -455,6 +524,9 @@ fn decode_feature<'a>(
         while let Some((n, v)) = r.field()? {
             if let (Some(k), Value::Len(list)) = (schema.kind(n), v) {
                 if feature.kind != Some(k) {
+                    // The lists of the kind cleared are still checked, as protobuf
+                    // parses every field before the oneof drops it.
+                    feature.count()?;
                     feature.kind = Some(k);
                     feature.first = list;
                     feature.more.clear();
@@ -475,6 +547,29 @@ impl<'a> Feature<'a> {
     /// How many values the feature holds.
     pub fn count(&self) -> Result<usize, Malformed> {
         let Some(kind) = self.kind else { return Ok(0) };
+        // The layout every writer uses (one packed run, or byte strings one
+        // field each) read directly; any other through the general reader.
+        if kind != Kind::Bytes {
+            if let Some(packed) = self.single_packed() {
+                return match kind {
+                    Kind::Float => packed_fixed(packed, 4),
+                    Kind::Double => packed_fixed(packed, 8),
+                    _ => count_varints(packed),
+                };
+            }
+        } else if self.more.is_empty() {
+            let mut total = 0;
+            let mut pos = 0;
+            while pos < self.first.len() {
+                if len_field_at(self.first, &mut pos, 0x0a).is_none() {
+                    break; // another layout: the general reader decides
+                }
+                total += 1;
+            }
+            if pos == self.first.len() {
+                return Ok(total);
+            }
+        }
         let mut total = 0;
         for list in self.lists() {
             let mut r = Reader::new(list);
@@ -529,6 +624,67 @@ impl<'a> Feature<'a> {
         let mut pos = 0;
         let payload = len_field_at(self.first, &mut pos, 0x0a)?;
         (pos == self.first.len()).then_some(payload)
+    }
+
+    /// `(the number of values, value i)` read where the values lie, for a short
+    /// list (at most [`IN_PLACE_BYTES`] bytes) laid out as every writer lays it
+    /// out: one packed run, or byte strings one field each. None for any other:
+    /// decode it then, once, rather than walk a long list at every index.
+    pub fn value_in_place(&self, i: usize) -> Option<(usize, Option<Scalar<'a>>)> {
+        let kind = self.kind?;
+        if kind == Kind::Bytes {
+            if !self.more.is_empty() || self.first.len() > IN_PLACE_BYTES {
+                return None;
+            }
+            let (mut count, mut found) = (0, None);
+            for_each_field_one(self.first, &mut |b| {
+                if count == i {
+                    found = Some(Scalar::Bytes(b));
+                }
+                count += 1;
+                Ok(())
+            })
+            .ok()?;
+            return Some((count, found));
+        }
+        let packed = self.single_packed()?;
+        if packed.len() > IN_PLACE_BYTES {
+            return None;
+        }
+        let fixed = |width: usize| {
+            let count = packed_fixed(packed, width).ok()?;
+            Some((count, packed.get(i * width..(i + 1) * width)))
+        };
+        Some(match kind {
+            Kind::Float => {
+                let (count, v) = fixed(4)?;
+                (
+                    count,
+                    v.map(|v| Scalar::Float(f32::from_le_bytes(v.try_into().expect("4 bytes")))),
+                )
+            }
+            Kind::Double => {
+                let (count, v) = fixed(8)?;
+                (
+                    count,
+                    v.map(|v| Scalar::Double(f64::from_le_bytes(v.try_into().expect("8 bytes")))),
+                )
+            }
+            _ => {
+                let (mut count, mut found) = (0, None);
+                self.varints(|v| {
+                    if count == i {
+                        found = Some(match kind {
+                            Kind::Int32 => Scalar::Int32(v as i32),
+                            _ => Scalar::Int64(v as i64),
+                        });
+                    }
+                    count += 1;
+                })
+                .ok()?;
+                (count, found)
+            }
+        })
     }
 
     fn varints(&self, mut push: impl FnMut(u64)) -> Result<(), Malformed> {
@@ -634,12 +790,13 @@ fn packed_fixed(payload: &[u8], width: usize) -> Result<usize, Malformed> {
 /// one comes first (`"ab"` before `"a"`). Verified against protobuf 7.36.2 on
 /// thousands of random key sets; the pure-Python backend differs on exactly
 /// those prefix pairs.
+#[inline]
 pub fn map_key_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    let end = std::iter::once(256u16);
-    a.iter()
-        .map(|&x| u16::from(x))
-        .chain(end.clone())
-        .cmp(b.iter().map(|&x| u16::from(x)).chain(end))
+    let shared = a.len().min(b.len());
+    match a[..shared].cmp(&b[..shared]) {
+        std::cmp::Ordering::Equal => b.len().cmp(&a.len()),
+        differ => differ,
+    }
 }
 
 /// Byte strings as Arrow lays them out: value `i` is
@@ -2274,6 +2431,23 @@ mod tests {
         let mut keys: Vec<&[u8]> = vec![b"b", b"a", b"", b"ab", b"_", b"__", b"B"];
         keys.sort_by(|a, b| map_key_order(a, b));
         assert_eq!(keys, vec![&b"B"[..], b"__", b"_", b"ab", b"a", b"b", b""]);
+        // As the rule reads: byte-wise, past the end of a key counting as above any byte.
+        let spelled_out = |a: &[u8], b: &[u8]| {
+            let end = std::iter::once(256u16);
+            a.iter()
+                .map(|&x| u16::from(x))
+                .chain(end.clone())
+                .cmp(b.iter().map(|&x| u16::from(x)).chain(end))
+        };
+        let alphabet: [&[u8]; 6] = [b"", b"a", b"b", b"\xff", b"\x00", b"ab"];
+        for x in alphabet {
+            for y in alphabet {
+                for z in alphabet {
+                    let (a, b) = ([x, y].concat(), [x, z].concat());
+                    assert_eq!(map_key_order(&a, &b), spelled_out(&a, &b), "{a:?} {b:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub mod example;
 pub mod framing;
 pub mod interned;
 pub mod map_guard;
+pub mod message;
+pub mod message_text;
 pub mod pool;
 mod py;
 pub mod raw;
@@ -40,6 +42,24 @@ mod _native {
     use crate::py::lists::_columns_from_rows;
 
     #[pymodule_export]
+    use crate::py::messages::lists::{
+        BytesList, DoubleList, FloatList, Int32List, Int64List, RepeatedValues,
+    };
+
+    #[pymodule_export]
+    use crate::py::messages::features::{Features, OFRecord};
+
+    #[pymodule_export]
+    use crate::py::messages::fast::{
+        _decode_feature_dict, _encode_plain_example, _feature_of_plain, decode_example,
+    };
+
+    #[pymodule_export]
+    use crate::py::messages::examples::{
+        Example, FeatureList, FeatureLists, RepeatedFeatures, SequenceExample,
+    };
+
+    #[pymodule_export]
     use crate::py::random_access::PyFrameReader;
 
     #[pymodule_export]
@@ -68,6 +88,14 @@ mod _native {
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        use crate::py::messages::examples::FeatureListMap;
+        use crate::py::messages::features::{MessageMap, OfFeature, TfFeature};
+        // Classes whose Python names repeat (each module has its `Feature`), by names of their own.
+        let py = m.py();
+        m.add("TfFeature", py.get_type::<TfFeature>())?;
+        m.add("OfFeature", py.get_type::<OfFeature>())?;
+        m.add("MessageMap", py.get_type::<MessageMap>())?;
+        m.add("FeatureListMap", py.get_type::<FeatureListMap>())?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         m.add(
             "build_profile",

@@ -54,11 +54,8 @@ impl<'a> Reader<'a> {
         if self.is_empty() {
             return Ok(None);
         }
-        let key = self.varint()?;
+        let key = self.key()?;
         let number = key >> 3;
-        if number == 0 || number > u64::from(u32::MAX >> 3) {
-            return Err(Malformed("invalid field number"));
-        }
         let value = match key & 7 {
             0 => Value::Varint(self.varint()?),
             1 => Value::Fixed64(u64::from_le_bytes(self.take(8)?.try_into().unwrap())),
@@ -77,6 +74,17 @@ impl<'a> Reader<'a> {
         Ok(Some((number as u32, value)))
     }
 
+    /// A field's tag, its number checked (protobuf refuses 0 and numbers past 2^29 - 1).
+    #[inline]
+    fn key(&mut self) -> Result<u64, Malformed> {
+        let key = self.varint()?;
+        let number = key >> 3;
+        if number == 0 || number > u64::from(u32::MAX >> 3) {
+            return Err(Malformed("invalid field number"));
+        }
+        Ok(key)
+    }
+
     /// Skips a group whose start tag (field `number`) was just read, with any
     /// groups nested in it. An explicit stack, not recursion: the nesting comes
     /// from untrusted bytes, and 200 KB of `0x0b` would otherwise overflow the
@@ -89,7 +97,11 @@ impl<'a> Reader<'a> {
             if self.is_empty() {
                 return Err(Malformed("unterminated group"));
             }
+            // As upb skips a group: a tag must fit 32 bits, but number 0 passes.
             let key = self.varint()?;
+            if key > u64::from(u32::MAX) {
+                return Err(Malformed("invalid field number"));
+            }
             match key & 7 {
                 4 if key >> 3 == open[depth - 1] => {
                     depth -= 1;
@@ -146,12 +158,26 @@ pub fn read_varint(buf: &[u8]) -> Result<(u64, usize), Malformed> {
     })
 }
 
-/// Counts the varints in a packed run (each ends with a byte below 0x80).
+/// Counts the varints in a packed run (each ends with a byte below 0x80),
+/// refusing one longer than 10 bytes as [`read_varint`] does.
 pub fn count_varints(packed: &[u8]) -> Result<usize, Malformed> {
     if packed.last().is_some_and(|&b| b >= 0x80) {
         return Err(Malformed("truncated varint"));
     }
-    Ok(packed.iter().filter(|&&b| b < 0x80).count())
+    let count = packed.iter().filter(|&&b| b < 0x80).count();
+    // Ten continuation bytes in a row need ten in all: the runs are looked at only then,
+    // in one branch-free pass.
+    if packed.len() - count >= 10 {
+        let (mut run, mut longest) = (0u32, 0u32);
+        for &b in packed {
+            run = (run + 1) * u32::from(b >> 7);
+            longest = longest.max(run);
+        }
+        if longest >= 10 {
+            return Err(Malformed("varint longer than 10 bytes"));
+        }
+    }
+    Ok(count)
 }
 
 #[inline]
@@ -231,6 +257,42 @@ mod tests {
         assert!(read_varint(&[0x80]).is_err());
         assert!(Reader::new(&[0x0a, 0x05, 1]).field().is_err());
         assert!(Reader::new(&[0x0f]).field().is_err()); // wire type 7
+    }
+
+    #[test]
+    fn counting_varints_refuses_what_reading_them_refuses() {
+        let mut eleven = vec![0xff; 10];
+        eleven.push(0x01);
+        for packed in [
+            &eleven[..],
+            &[
+                0x05, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01,
+            ],
+        ] {
+            assert_eq!(
+                count_varints(packed),
+                Err(Malformed("varint longer than 10 bytes"))
+            );
+        }
+        let ten = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert_eq!(
+            count_varints(&[&ten[..], &ten[..], &[0x05]].concat()),
+            Ok(3)
+        );
+    }
+
+    #[test]
+    fn inside_a_group_number_zero_passes_and_a_tag_past_32_bits_does_not() {
+        // As upb skips an unknown group.
+        assert_eq!(
+            Reader::new(&[0x0b, 0x00, 0x00, 0x0c]).field(),
+            Ok(Some((1, Value::Group)))
+        );
+        let past = [0x0b, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x00, 0x0c];
+        assert_eq!(
+            Reader::new(&past).field(),
+            Err(Malformed("invalid field number"))
+        );
     }
 
     #[test]

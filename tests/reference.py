@@ -67,13 +67,25 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def fields(data: bytes) -> list[tuple[int, int, object]]:
-    """(field number, wire type, value) for each field; LEN values are bytes."""
-    out = []
-    pos = 0
+    """(field number, wire type, value) for each field; LEN values are bytes, a
+    group's value is its fields."""
+    return _fields(data, 0, None)[0]
+
+
+def _fields(data: bytes, pos: int, group: int | None) -> tuple[list[tuple[int, int, object]], int]:
+    out: list[tuple[int, int, object]] = []
     while pos < len(data):
         key, pos = read_varint(data, pos)
         number, wire = key >> 3, key & 7
-        if wire == 0:
+        if number == 0:
+            raise ValueError("field number 0")
+        if wire == 4:
+            if number != group:
+                raise ValueError("an end-group tag that ends no open group")
+            return out, pos
+        if wire == 3:
+            value, pos = _fields(data, pos, number)
+        elif wire == 0:
             value, pos = read_varint(data, pos)
         elif wire == 1:
             value, pos = data[pos : pos + 8], pos + 8
@@ -84,8 +96,12 @@ def fields(data: bytes) -> list[tuple[int, int, object]]:
             value, pos = data[pos : pos + 4], pos + 4
         else:
             raise ValueError(f"unsupported wire type {wire}")
+        if pos > len(data):
+            raise ValueError("truncated")
         out.append((number, wire, value))
-    return out
+    if group is not None:
+        raise ValueError("a group with no end")
+    return out, pos
 
 
 def _signed64(v: int) -> int:

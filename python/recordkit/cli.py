@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from recordkit import __version__, ofrecord, train
-from recordkit._messages import text_bytes
+from recordkit.wire import has_top_field, text_bytes
 from recordkit.codec import decode_example, decode_ofrecord, decode_sequence_example
 from recordkit.conversion import FORMATS, convert, parse_size
 from recordkit.discovery import list_files, record_format, suffix_compression
@@ -128,7 +128,7 @@ def _json_bytes(value: bytes) -> Any:
 
 def _is_sequence_example(record: bytes) -> bool:
     """SequenceExamples carry field 2 (feature_lists) at the top level; Examples never do."""
-    return train._has_top_field(record, 2)
+    return has_top_field(record, 2)
 
 
 def _describe(record: bytes, fmt: str, kind: str, keep: set[str] | None, max_bytes: int = 0) -> str:

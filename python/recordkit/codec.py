@@ -189,19 +189,25 @@ def _helper_for(value: Any) -> str:
     return "a helper that matches the value"
 
 
+# Plain values (ints, floats, bytes, str, lists of them, 1-D arrays) take one call
+# into Rust; anything else is checked and converted here, and named when it is wrong.
+
 def int64_feature(value: Any) -> train.Feature:
     """A ``Feature`` with an ``int64_list``: ints, bools (as 0/1), or a list/array of them."""
-    return train.Feature(int64_list=train.Int64List(value=_int64_array(_flat(value, "int64_feature"), "int64_feature")))
+    return _native._feature_of_plain("int64", value) or train.Feature(
+        int64_list=train.Int64List(value=_int64_array(_flat(value, "int64_feature"), "int64_feature")))
 
 
 def float_feature(value: Any) -> train.Feature:
     """A ``Feature`` with a ``float_list`` (float32): numbers, or a list/array of them."""
-    return train.Feature(float_list=train.FloatList(value=_float_array(_flat(value, "float_feature"), "float_feature")))
+    return _native._feature_of_plain("float", value) or train.Feature(
+        float_list=train.FloatList(value=_float_array(_flat(value, "float_feature"), "float_feature")))
 
 
 def bytes_feature(value: Any) -> train.Feature:
     """A ``Feature`` with a ``bytes_list``: bytes, str (as UTF-8), or a list of them."""
-    return train.Feature(bytes_list=train.BytesList(value=_bytes_list(_flat(value, "bytes_feature"), "bytes_feature")))
+    return _native._feature_of_plain("bytes", value) or train.Feature(
+        bytes_list=train.BytesList(value=_bytes_list(_flat(value, "bytes_feature"), "bytes_feature")))
 
 
 def double_feature(value: Any) -> ofrecord.Feature:
@@ -217,10 +223,16 @@ def int32_feature(value: Any) -> ofrecord.Feature:
     return ofrecord.Feature(int32_list=ofrecord.Int32List(value=array.astype(np.int32)))
 
 
+def _feature_entry(key: str, feature: Any) -> tuple[str, str | None, Any]:
+    """``(key, kind, values)`` for the encoder from a Feature message (of either schema)."""
+    kind = feature.WhichOneof("kind")
+    return key, kind, getattr(feature, kind).values_array() if kind is not None else []
+
+
 def _tf_entry(key: str, value: Any) -> tuple[str, str | None, Any]:
     """``(key, kind, values)`` for ``encode_features`` from a Python value."""
     if isinstance(value, train.Feature):
-        return (key, *value.kind_and_values)
+        return _feature_entry(key, value)
     flat = _flat(value, f"feature {key!r}")
     if isinstance(flat, np.ndarray):
         kind = flat.dtype.kind
@@ -261,11 +273,8 @@ def encode_example(mapping: Mapping[str, Any]) -> bytes:
     >>> decode_example(encode_example({"label": 1, "score": [0.5, 0.7], "name": "cat"}))["name"]
     [b'cat']
     """
-    return _native.encode_features(_entries(mapping, _tf_entry), "tensorflow", "example")
-
-
-def _decoded(kind: str | None, values: Any) -> Any:
-    return values if kind is not None else None
+    return _native._encode_plain_example(mapping) or _native.encode_features(
+        _entries(mapping, _tf_entry), "tensorflow", "example")
 
 
 def decode_json_example(json_examples: Any, name: str | None = None) -> Any:
@@ -296,10 +305,8 @@ def decode_json_example(json_examples: Any, name: str | None = None) -> Any:
     return out
 
 
-def decode_example(data: bytes) -> dict[str, Any]:
-    """``{name: values}`` from a serialized Example: ``int64`` and ``float32`` arrays,
-    lists of ``bytes``; None for a feature that sets no kind."""
-    return {k: _decoded(kind, v) for k, (kind, v) in _native.decode_features(data, "tensorflow", "example").items()}
+# One call into Rust: the dict, its arrays and lists are made as the bytes are read.
+decode_example = _native.decode_example
 
 
 def encode_sequence_example(context: Mapping[str, Any] | None, feature_lists: Mapping[str, Sequence[Any]] | None) -> bytes:
@@ -340,8 +347,8 @@ def decode_sequence_example(data: bytes) -> tuple[dict[str, Any], dict[str, list
     """``(context, feature_lists)`` from a serialized SequenceExample; each feature list is a list of steps."""
     context, lists = _native.decode_sequence(data)
     return (
-        {k: _decoded(kind, v) for k, (kind, v) in context.items()},
-        {k: [_decoded(kind, v) for kind, v in steps] for k, steps in lists.items()},
+        {k: v if kind is not None else None for k, (kind, v) in context.items()},
+        {k: [v if kind is not None else None for kind, v in steps] for k, steps in lists.items()},
     )
 
 
@@ -351,7 +358,7 @@ _OF_DTYPES = {"int32_list": np.int32, "int64_list": np.int64, "float_list": np.f
 
 def _of_entry(key: str, value: Any) -> tuple[str, str | None, Any]:
     if isinstance(value, ofrecord.Feature):
-        return (key, *value.kind_and_values)
+        return _feature_entry(key, value)
     flat = _flat(value, f"feature {key!r}")
     if isinstance(flat, list):
         if flat and all(_is_bytes(v) for v in flat):
@@ -380,4 +387,4 @@ def encode_ofrecord(mapping: Mapping[str, Any]) -> bytes:
 def decode_ofrecord(data: bytes) -> dict[str, Any]:
     """``{name: values}`` from a serialized OFRecord: arrays of ``int32``, ``int64``,
     ``float32``, ``float64``, or lists of ``bytes``."""
-    return {k: _decoded(kind, v) for k, (kind, v) in _native.decode_features(data, "oneflow", "map").items()}
+    return _native._decode_feature_dict(data, "oneflow", "map")

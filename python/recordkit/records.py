@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from recordkit import _native
+from recordkit._native import Example, OFRecord, SequenceExample
 from recordkit._shardsets import remove_files, replaced_files, split_suffix, write_manifest
 from recordkit._sources import Source, open_input, open_output
 from recordkit.discovery import check_format, expand_sources, reader_compression, record_format
@@ -39,6 +40,9 @@ __all__ = [
 ]
 
 OnError = Literal["raise", "skip"]
+
+#: What a writer writes as one record (see :meth:`TFRecordWriter.write`).
+Record = bytes | bytearray | memoryview | str | Example | SequenceExample | OFRecord
 
 
 def plural(count: int, noun: str) -> str:
@@ -536,12 +540,17 @@ class _RecordWriter:
         """Bytes of framed records written so far, before compression."""
         return self._native.bytes
 
-    def write(self, record: bytes | bytearray | memoryview | str) -> None:
-        """Writes one record: a bytes-like object, or ``str`` (written as UTF-8)."""
+    def write(self, record: Record) -> None:
+        """Writes one record: a bytes-like object, ``str`` (written as UTF-8), or a
+        recordkit message (``rk.train.Example``, ``SequenceExample``,
+        ``rk.ofrecord.OFRecord``), encoded straight from the message: the same
+        bytes as ``write(message.SerializeToString())``, without them passing
+        through Python."""
         self._native.write(record)
 
-    def write_many(self, records: Iterable[bytes | bytearray | memoryview | str]) -> int:
-        """Writes every record of an iterable, framed in bulk; returns how many."""
+    def write_many(self, records: Iterable[Record]) -> int:
+        """Writes every record of an iterable (as :meth:`write` takes them), framed
+        in bulk; returns how many."""
         return self._native.write_many(records)
 
     def flush(self) -> None:

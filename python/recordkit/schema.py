@@ -14,7 +14,8 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
-from recordkit import _native, train
+from recordkit import _native
+from recordkit.wire import has_top_field
 from recordkit._sources import PathLike
 from recordkit.columnar import per_file_limit, scanned_batches, scanner_batches
 from recordkit.discovery import RecordFormat, list_files, record_format
@@ -367,7 +368,7 @@ def decode_any(record: bytes, ofrecord: bool) -> tuple[dict[str, Any], dict[str,
     """
     if ofrecord:
         return _native.decode_features(record, "oneflow", "map"), {}, False
-    if train._has_top_field(record, 2):
+    if has_top_field(record, 2):
         context, lists = _native.decode_sequence(record)
         return context, lists, True
     return _native.decode_features(record, "tensorflow", "example"), {}, False

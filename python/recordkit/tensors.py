@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from recordkit import _native
-from recordkit._messages import len_field, read_varint, varint
+from recordkit.wire import len_field, read_varint, varint
 from recordkit.errors import ParseError
 
 __all__ = ["serialize_tensor", "parse_tensor", "decode_raw", "MAX_FILLED_ELEMENTS"]

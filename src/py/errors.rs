@@ -58,7 +58,12 @@ pub fn guard<T>(body: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     }
 }
 
-fn parse_error(py: Python<'_>, failure: &ParseFailure) -> PyResult<PyErr> {
+/// `recordkit.ParseError(message)`: bytes or text that are not the message they should be.
+pub fn parse_error(message: String) -> PyErr {
+    Python::attach(|py| recordkit_error(py, &PARSE_ERROR, "ParseError", message))
+}
+
+fn parse_failure_error(py: Python<'_>, failure: &ParseFailure) -> PyResult<PyErr> {
     let cls = PARSE_ERROR.import(py, "recordkit.errors", "ParseError")?;
     let kwargs = PyDict::new(py);
     kwargs.set_item(
@@ -131,7 +136,7 @@ impl From<Error> for PyErr {
                 )
             }),
             Error::Parse(failure) => {
-                Python::attach(|py| parse_error(py, &failure).unwrap_or_else(|e| e))
+                Python::attach(|py| parse_failure_error(py, &failure).unwrap_or_else(|e| e))
             }
         }
     }

@@ -68,10 +68,11 @@ impl Write for PyFileWriter {
 
 /// One record's bytes, readable without the GIL: `bytes` are borrowed,
 /// `str` is its UTF-8 (as TensorFlow writes it), other buffers are copied
-/// into a `bytes` first.
+/// into a `bytes` first, a message is encoded (see [`Payload::record`]).
 pub enum Payload {
     Bytes(PyBackedBytes),
     Str(PyBackedStr),
+    Encoded(Vec<u8>),
 }
 
 impl Deref for Payload {
@@ -81,6 +82,7 @@ impl Deref for Payload {
         match self {
             Payload::Bytes(b) => b,
             Payload::Str(s) => s.as_bytes(),
+            Payload::Encoded(v) => v,
         }
     }
 }
@@ -97,6 +99,18 @@ impl Payload {
         Payload::extract(obj)
     }
 
+    /// A record to write: a recordkit message (`Example`, `SequenceExample`,
+    /// `OFRecord`), encoded straight from its state; else as [`Payload::extract`].
+    pub fn record(obj: &Bound<'_, PyAny>) -> PyResult<Payload> {
+        if obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyString>() {
+            return Payload::extract(obj); // the common case, without the messages' checks
+        }
+        match crate::py::messages::record_bytes(obj) {
+            Some(encoded) => Ok(Payload::Encoded(encoded)),
+            None => Payload::extract(obj),
+        }
+    }
+
     /// A record to write: bytes-like, or `str` (written as UTF-8).
     pub fn extract(obj: &Bound<'_, PyAny>) -> PyResult<Payload> {
         if obj.is_instance_of::<PyString>() {
@@ -109,8 +123,12 @@ impl Payload {
         // copied into a `bytes` through `memoryview`, which checks the item size:
         // a rare path, so it borrows nothing.
         let refused = || -> PyResult<Payload> {
+            let hint = match obj.hasattr("SerializeToString")? {
+                true => " (write its SerializeToString(); recordkit's Example, SequenceExample and OFRecord are taken as they are)",
+                false => "",
+            };
             Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "a record must be bytes, a bytes-like object or str, not {}",
+                "a record must be bytes, a bytes-like object or str, not {}{hint}",
                 obj.get_type().name()?
             )))
         };

@@ -7,6 +7,7 @@ pub mod errors;
 pub mod files;
 pub mod lists;
 pub mod memory;
+pub mod messages;
 pub mod random_access;
 pub mod raw;
 pub mod records;

@@ -1098,10 +1098,10 @@ impl PyRecordWriter {
         })
     }
 
-    /// Writes one record (bytes-like or str).
+    /// Writes one record (bytes-like, str, or a recordkit message).
     fn write(&mut self, py: Python<'_>, record: &Bound<'_, PyAny>) -> PyResult<()> {
         crate::py::errors::guard(|| {
-            let payload = Payload::extract(record)?;
+            let payload = Payload::record(record)?;
             self.write_payloads(py, std::slice::from_ref(&payload))
         })
     }
@@ -1113,7 +1113,7 @@ impl PyRecordWriter {
             let mut batch = Vec::with_capacity(WRITE_BATCH_RECORDS);
             let mut bytes = 0;
             for item in records.try_iter()? {
-                let payload = Payload::extract(&item?)?;
+                let payload = Payload::record(&item?)?;
                 bytes += payload.len();
                 batch.push(payload);
                 if batch.len() >= WRITE_BATCH_RECORDS || bytes >= WRITE_BATCH_BYTES {
