@@ -15,7 +15,7 @@ interleaved; per message, and the ratio (>= 1 is recordkit faster):
    (TFRecordDataset, .numpy(), FromString, one value);
 8. a helper call (rk.int64_feature(1)) with 1 M messages alive vs in a fresh process.
 
-Targets (DESIGN.md): rows 1-3 >= 2 x protobuf; row 4 >= 4 x; row 5 >= 1 x; rows 6-7
+Targets (benchmarks/README.md): rows 1-3 >= 2 x protobuf; row 4 >= 4 x; row 5 >= 1 x; rows 6-7
 >= 3 x TensorFlow; row 8 within 10 %.
 
 Usage: python benchmarks/bench_messages.py [--messages N] [--repeats R]

@@ -6,6 +6,7 @@ current directory (``test.tfrecord``, ``images.tfrecords``, ``example.ofrecords`
 ``ofrecord_dataset/``). Each section names the tutorial step it replaces.
 """
 
+# --8<-- [start:setup]
 import os
 import random
 import struct
@@ -16,7 +17,9 @@ import numpy as np
 import recordkit as rk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# --8<-- [end:setup]
 
+# --8<-- [start:helpers]
 # --- tf.train.Example: the helpers ---------------------------------------------------------
 # The tutorial's _bytes_feature / _float_feature / _int64_feature, ready-made:
 print(rk.bytes_feature(b"test_string"))
@@ -34,7 +37,9 @@ try:
     rk.int64_feature(1.0)
 except TypeError as error:
     print("TypeError:", error)
+# --8<-- [end:helpers]
 
+# --8<-- [start:creating]
 # --- Creating a tf.Example message -------------------------------------------------------
 n_observations = int(1e4)
 rng = np.random.default_rng(0)
@@ -64,7 +69,9 @@ print(example_proto)
 
 # The same bytes from a plain dict:
 assert rk.encode_example({"feature0": False, "feature1": 4, "feature2": b"goat", "feature3": 0.9876}) == serialized_example
+# --8<-- [end:creating]
 
+# --8<-- [start:writing]
 # --- TFRecord files: writing --------------------------------------------------------------
 # tf.data.Dataset.from_tensor_slices(...).map(tf_serialize_example) + TFRecordWriter becomes
 # one call that encodes and frames every row in Rust, straight from the columns:
@@ -78,7 +85,9 @@ with rk.TFRecordWriter("test-loop.tfrecord") as writer:
         writer.write(serialize_example(feature0[i], feature1[i], feature2[i], feature3[i]))
 with open(filename, "rb") as a, open("test-loop.tfrecord", "rb") as b:
     assert a.read() == b.read()
+# --8<-- [end:writing]
 
+# --8<-- [start:reading]
 # --- TFRecord files: reading ------------------------------------------------------------
 raw_dataset = rk.TFRecordReader(filename)  # tf.data.TFRecordDataset([filename])
 for i, raw_record in enumerate(raw_dataset):
@@ -128,7 +137,9 @@ for key, feature in example.features.feature.items():
 print(result)
 # ... or simply:
 print(rk.decode_example(raw_record))
+# --8<-- [end:reading]
 
+# --8<-- [start:images]
 # --- Walkthrough: reading and writing image data --------------------------------------
 cat_in_snow = os.path.join(HERE, "images", "cat.jpg")
 williamsburg_bridge = os.path.join(HERE, "images", "bridge.jpg")
@@ -174,7 +185,9 @@ for raw, (filename, label) in zip(rk.TFRecordReader(record_file), image_labels.i
     image_raw = image_features["image_raw"].item()
     assert image_raw == open(filename, "rb").read() and image_features["label"] == label
     print(filename, "->", image_features["height"], "x", image_features["width"], "x", image_features["depth"])
+# --8<-- [end:images]
 
+# --8<-- [start:ofrecord]
 # --- OneFlow's OFRecord guide --------------------------------------------------------------
 # The guide's helpers (int32/int64/float/double/bytes_feature) are recordkit's; an OFRecord
 # takes them directly. Its Features are OneFlow's five kinds.
@@ -222,6 +235,7 @@ print(rk.decode_ofrecord(serilizedBytes))
 # A dataset folder as OneFlow reads it (part-00000, part-00001, ...):
 parts = rk.write_ofrecords("ofrecord_dataset", {"label": feature1, "name": feature2, "score": np.array(feature3)}, num_parts=2)
 print(parts, [rk.count_records(p, format="ofrecord") for p in parts])
+# --8<-- [end:ofrecord]
 
 assert "tensorflow" not in sys.modules and "oneflow" not in sys.modules
 print("tutorial complete: no TensorFlow, no OneFlow")

@@ -11,27 +11,8 @@ use crate::example::{
 };
 use crate::wire::Malformed;
 
-/// The three value types `tf.io.parse_*` knows, and OneFlow's two more.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DType {
-    Int64,
-    Float32,
-    Bytes,
-    Float64,
-    Int32,
-}
-
-impl DType {
-    pub fn kind(self) -> Kind {
-        match self {
-            DType::Int64 => Kind::Int64,
-            DType::Float32 => Kind::Float,
-            DType::Bytes => Kind::Bytes,
-            DType::Float64 => Kind::Double,
-            DType::Int32 => Kind::Int32,
-        }
-    }
-}
+pub use crate::error::ParseFailure;
+pub use crate::example::DType;
 
 /// One feature to extract. Keys are unique within a request list.
 #[derive(Clone, Debug)]
@@ -767,40 +748,6 @@ pub struct SequenceColumn<'a> {
     pub steps: Vec<i64>,
 }
 
-/// Why a batch could not be parsed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ParseFailure {
-    /// Record `index` is not a valid message.
-    Malformed {
-        index: usize,
-        key: Option<Vec<u8>>,
-        what: &'static str,
-    },
-    /// Record `index` holds `key` as another kind than asked for.
-    WrongType {
-        index: usize,
-        key: Vec<u8>,
-        expected: DType,
-        actual: Kind,
-        step: Option<usize>,
-    },
-    /// Record `index` fails the CRC of its footer (`Footers::Crc`): damage,
-    /// which the caller reports as framing would have.
-    Corrupt { index: usize },
-}
-
-impl ParseFailure {
-    /// The same failure with its record index moved on by `by` (a chunk's start).
-    pub fn shifted(mut self, by: usize) -> Self {
-        match &mut self {
-            ParseFailure::Malformed { index, .. }
-            | ParseFailure::WrongType { index, .. }
-            | ParseFailure::Corrupt { index } => *index += by,
-        }
-        self
-    }
-}
-
 /// Records per thread below which splitting a batch costs more than it saves.
 const RECORDS_PER_THREAD: usize = 4096;
 
@@ -859,80 +806,6 @@ pub fn parse_examples_on<'a, T: Runs>(
     joined.reserve(&later);
     later.into_iter().for_each(|part| joined.append(part));
     Ok(joined)
-}
-
-/// TensorFlow's names for the three types, as its messages use them.
-fn type_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Int64 => "int64",
-        Kind::Float => "float",
-        Kind::Bytes => "string",
-        Kind::Double => "double",
-        Kind::Int32 => "int32",
-    }
-}
-
-impl ParseFailure {
-    pub fn index(&self) -> usize {
-        match self {
-            ParseFailure::Malformed { index, .. }
-            | ParseFailure::WrongType { index, .. }
-            | ParseFailure::Corrupt { index } => *index,
-        }
-    }
-
-    pub fn key(&self) -> Option<&[u8]> {
-        match self {
-            ParseFailure::Malformed { key, .. } => key.as_deref(),
-            ParseFailure::WrongType { key, .. } => Some(key),
-            ParseFailure::Corrupt { .. } => None,
-        }
-    }
-}
-
-impl std::fmt::Display for ParseFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ParseFailure::Malformed {
-                index,
-                key: None,
-                what,
-            } => {
-                write!(f, "Index: {index}. Could not parse example input: {what}")
-            }
-            ParseFailure::Malformed {
-                index,
-                key: Some(key),
-                what,
-            } => {
-                write!(
-                    f,
-                    "Key: {}, Index: {index}. Can't parse serialized Example: {what}",
-                    String::from_utf8_lossy(key)
-                )
-            }
-            ParseFailure::WrongType {
-                index,
-                key,
-                expected,
-                actual,
-                step,
-            } => {
-                let key = String::from_utf8_lossy(key);
-                match step {
-                    None => write!(f, "Key: {key}, Index: {index}. "),
-                    Some(step) => write!(f, "Feature list: {key}, Index: {index}, step: {step}. "),
-                }?;
-                write!(
-                    f,
-                    "Data types don't match. Data type: {} but expected type: {}",
-                    type_name(*actual),
-                    type_name(expected.kind())
-                )
-            }
-            ParseFailure::Corrupt { index } => write!(f, "Index: {index}. The data fails its CRC"),
-        }
-    }
 }
 
 /// Finds a request by key: a linear scan for a few keys, a hash map beyond.
@@ -1084,7 +957,7 @@ pub fn parse_examples<'a>(
         let record = match footers {
             Footers::None => record,
             Footers::Crc => {
-                crate::framing::checked_payload(record).ok_or(ParseFailure::Corrupt { index })?
+                crate::frame::checked_payload(record).ok_or(ParseFailure::Corrupt { index })?
             }
         };
         slots.iter_mut().for_each(|s| *s = None);
@@ -1294,7 +1167,7 @@ pub fn parse_sequence_examples<'a>(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::example::{put_example, Values};
+    use crate::encode::{put_example, Values};
 
     /// An Example of `entries`, serialized.
     pub(crate) fn example(entries: &[(&[u8], Option<Values<'_>>)]) -> Vec<u8> {
@@ -1653,7 +1526,7 @@ pub(crate) mod tests {
     #[test]
     fn ofrecords_take_all_five_kinds_and_field_three_is_double() {
         let mut a = Vec::new();
-        crate::example::put_feature_map(
+        crate::encode::put_feature_map(
             &mut a,
             &[
                 (b"d", Some(Values::Double(&[1.5, -2.0]))),
@@ -1774,7 +1647,7 @@ pub(crate) mod tests {
 #[cfg(test)]
 pub(crate) mod timing {
     use super::*;
-    use crate::example::{put_example, Values};
+    use crate::encode::{put_example, Values};
 
     /// 200 000 of the tutorial's Examples, and requests for their four features.
     fn tutorial_records() -> (Vec<Vec<u8>>, Vec<Request>) {

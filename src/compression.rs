@@ -53,7 +53,7 @@ impl Compression {
         if !tfrecord {
             return suffix_hint.unwrap_or(Compression::None);
         }
-        if crate::framing::is_tfrecord_header(prefix) {
+        if crate::frame::is_tfrecord_header(prefix) {
             return Compression::None;
         }
         if prefix.len() >= 3 && prefix[0] == 0x1f && prefix[1] == 0x8b && prefix[2] == 8 {

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::example::{DType, Kind};
+
 /// What kind of damage a [`DataLoss`] describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DamageKind {
@@ -83,7 +85,7 @@ pub enum Error {
     /// A position past the end (Python's `IndexError`).
     OutOfRange(String),
     /// Records do not fit what was asked of them.
-    Parse(crate::columns::ParseFailure),
+    Parse(ParseFailure),
     /// Memory for data the input really holds could not be had.
     ResourceExhausted(String),
 }
@@ -104,8 +106,8 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<crate::columns::ParseFailure> for Error {
-    fn from(p: crate::columns::ParseFailure) -> Self {
+impl From<ParseFailure> for Error {
+    fn from(p: ParseFailure) -> Self {
         Error::Parse(p)
     }
 }
@@ -117,3 +119,111 @@ impl From<DataLoss> for Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Why a batch could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseFailure {
+    /// Record `index` is not a valid message.
+    Malformed {
+        index: usize,
+        key: Option<Vec<u8>>,
+        what: &'static str,
+    },
+    /// Record `index` holds `key` as another kind than asked for.
+    WrongType {
+        index: usize,
+        key: Vec<u8>,
+        expected: DType,
+        actual: Kind,
+        step: Option<usize>,
+    },
+    /// Record `index` fails the CRC of its footer (`Footers::Crc`): damage,
+    /// which the caller reports as framing would have.
+    Corrupt { index: usize },
+}
+
+impl ParseFailure {
+    /// The same failure with its record index moved on by `by` (a chunk's start).
+    pub fn shifted(mut self, by: usize) -> Self {
+        match &mut self {
+            ParseFailure::Malformed { index, .. }
+            | ParseFailure::WrongType { index, .. }
+            | ParseFailure::Corrupt { index } => *index += by,
+        }
+        self
+    }
+}
+
+/// TensorFlow's names for the three types, as its messages use them.
+fn type_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Int64 => "int64",
+        Kind::Float => "float",
+        Kind::Bytes => "string",
+        Kind::Double => "double",
+        Kind::Int32 => "int32",
+    }
+}
+
+impl ParseFailure {
+    pub fn index(&self) -> usize {
+        match self {
+            ParseFailure::Malformed { index, .. }
+            | ParseFailure::WrongType { index, .. }
+            | ParseFailure::Corrupt { index } => *index,
+        }
+    }
+
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            ParseFailure::Malformed { key, .. } => key.as_deref(),
+            ParseFailure::WrongType { key, .. } => Some(key),
+            ParseFailure::Corrupt { .. } => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ParseFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseFailure::Malformed {
+                index,
+                key: None,
+                what,
+            } => {
+                write!(f, "Index: {index}. Could not parse example input: {what}")
+            }
+            ParseFailure::Malformed {
+                index,
+                key: Some(key),
+                what,
+            } => {
+                write!(
+                    f,
+                    "Key: {}, Index: {index}. Can't parse serialized Example: {what}",
+                    String::from_utf8_lossy(key)
+                )
+            }
+            ParseFailure::WrongType {
+                index,
+                key,
+                expected,
+                actual,
+                step,
+            } => {
+                let key = String::from_utf8_lossy(key);
+                match step {
+                    None => write!(f, "Key: {key}, Index: {index}. "),
+                    Some(step) => write!(f, "Feature list: {key}, Index: {index}, step: {step}. "),
+                }?;
+                write!(
+                    f,
+                    "Data types don't match. Data type: {} but expected type: {}",
+                    type_name(*actual),
+                    type_name(expected.kind())
+                )
+            }
+            ParseFailure::Corrupt { index } => write!(f, "Index: {index}. The data fails its CRC"),
+        }
+    }
+}

@@ -1,50 +1,18 @@
 //! TFRecord and OFRecord framing: finding records in a byte window, checking
-//! them, resynchronizing after damage, and writing frames.
-//!
-//! TFRecord: `u64 length | masked crc32c(length) | data | masked crc32c(data)`,
-//! all little-endian. OFRecord: `i64 length | data`, little-endian, no CRC.
+//! them and resynchronizing after damage. The layout of one frame is `frame`.
 
-use std::io::{self, Write};
+use std::io;
 
 use crate::compression::StreamFault;
-use crate::crc::{crc32c_u64, mask, masked_crc32c, shift, unmask};
+use crate::crc::{shift, unmask};
 use crate::error::{DamageKind, DataLoss, Error, Result};
 use crate::window::Window;
 
-/// Which framing a file uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    TfRecord,
-    OfRecord,
-}
-
-impl Format {
-    pub fn parse(name: &str) -> Result<Format> {
-        match name {
-            "tfrecord" => Ok(Format::TfRecord),
-            "ofrecord" => Ok(Format::OfRecord),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown record format {name:?}"
-            ))),
-        }
-    }
-
-    fn header_len(self) -> u64 {
-        match self {
-            Format::TfRecord => 12,
-            Format::OfRecord => 8,
-        }
-    }
-
-    pub fn footer_len(self) -> u64 {
-        match self {
-            Format::TfRecord => 4,
-            Format::OfRecord => 0,
-        }
-    }
-}
-
-const TF_HEADER: usize = 12;
+pub use crate::frame::{
+    checked_payload, header_len, is_tfrecord_header, seal_frame, write_ofrecord, write_tfrecord,
+    Format,
+};
+use crate::frame::{header_crc_ok, DEFERRED_CRC_FROM, TF_HEADER};
 
 /// Records claiming more than this (and more than the stream has given so
 /// far) are read ahead before a stream window holds them: see `frame_at`.
@@ -56,56 +24,6 @@ const READ_AHEAD_FROM: u64 = 64 << 20;
 /// reading them twice), and a hostile stream can put such a claim every few
 /// bytes. Mapped files have no such limit, nor has reading without skipping.
 pub const STREAM_RESYNC_MAX_RECORD: u64 = 64 << 20;
-
-/// Whether `bytes` starts with a TFRecord header whose length CRC checks.
-pub fn is_tfrecord_header(bytes: &[u8]) -> bool {
-    bytes.len() >= TF_HEADER && header_crc_ok(&bytes[..TF_HEADER])
-}
-
-#[inline]
-fn header_crc_ok(header: &[u8]) -> bool {
-    let stored = u32::from_le_bytes(header[8..12].try_into().unwrap());
-    unmask(stored) == crc32c_u64(u64::from_le_bytes(header[..8].try_into().unwrap()))
-}
-
-/// Appends one TFRecord frame holding `data` to `out`.
-pub fn write_tfrecord<W: Write>(out: &mut W, data: &[u8]) -> io::Result<()> {
-    let len = (data.len() as u64).to_le_bytes();
-    let mut header = [0u8; TF_HEADER];
-    header[..8].copy_from_slice(&len);
-    header[8..].copy_from_slice(&masked_crc32c(&len).to_le_bytes());
-    out.write_all(&header)?;
-    out.write_all(data)?;
-    out.write_all(&masked_crc32c(data).to_le_bytes())
-}
-
-/// Bytes a frame puts before its payload.
-pub fn header_len(format: Format) -> usize {
-    format.header_len() as usize
-}
-
-/// Fills in the header and footer of `frame`, a whole frame's bytes whose
-/// payload is already in place.
-#[inline]
-pub fn seal_frame(frame: &mut [u8], format: Format) {
-    let payload = frame.len() - header_len(format) - format.footer_len() as usize;
-    match format {
-        Format::TfRecord => {
-            frame[..8].copy_from_slice(&(payload as u64).to_le_bytes());
-            let length_crc = mask(crc32c_u64(payload as u64));
-            frame[8..12].copy_from_slice(&length_crc.to_le_bytes());
-            let (data, footer) = frame[12..].split_at_mut(payload);
-            footer.copy_from_slice(&masked_crc32c(data).to_le_bytes());
-        }
-        Format::OfRecord => frame[..8].copy_from_slice(&(payload as i64).to_le_bytes()),
-    }
-}
-
-/// Appends one OFRecord frame holding `data` to `out`.
-pub fn write_ofrecord<W: Write>(out: &mut W, data: &[u8]) -> io::Result<()> {
-    out.write_all(&(data.len() as i64).to_le_bytes())?;
-    out.write_all(data)
-}
 
 /// Where one record's payload lies in the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,13 +37,6 @@ pub struct Span {
 /// 0.6 s per 1 M records; the bytes bound what a stream's window holds.
 const COUNT_BATCH_RECORDS: usize = 65536;
 const COUNT_BATCH_BYTES: usize = 16 << 20;
-
-/// Payloads from this size have their CRCs checked after framing, on every
-/// core (see `Scanner::check_deferred`): there the CRC is most of framing's
-/// cost. Shorter ones are checked while framing, where their bytes are in
-/// cache already, and framing a batch of many small records runs beside the
-/// parsing of the one before (`ExampleBatches`).
-const DEFERRED_CRC_FROM: usize = 16 << 10;
 
 /// Whether the TFRecord frame around `span` in `all` holds the CRC of its payload.
 fn intact(all: &[u8], span: Span) -> bool {
@@ -160,17 +71,6 @@ fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
     .into_iter()
     .flatten()
     .min()
-}
-
-/// The payload of `framed` (a payload and its TFRecord footer, as a scanner
-/// that left short payloads' CRCs to the parser frames them), or None where
-/// the payload fails the CRC left to be checked here.
-#[inline(always)]
-pub fn checked_payload(framed: &[u8]) -> Option<&[u8]> {
-    let (payload, footer) = framed.split_at_checked(framed.len().checked_sub(4)?)?;
-    let left_here = payload.len() < DEFERRED_CRC_FROM;
-    let stored = || unmask(u32::from_le_bytes(footer.try_into().unwrap()));
-    (!left_here || stored() == crate::crc::crc32c(payload)).then_some(payload)
 }
 
 /// What damage reports say of a payload that fails its CRC at `data_at`.
@@ -1060,6 +960,7 @@ impl PrefixCrcs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crc::masked_crc32c;
     use crate::window::{Stream, StreamWindow};
 
     fn frames(records: &[&[u8]]) -> Vec<u8> {
@@ -1307,7 +1208,7 @@ mod tests {
 #[cfg(test)]
 mod timing {
     use super::*;
-    use crate::example::Values;
+    use crate::encode::Values;
 
     /// `cargo test --release --lib framing::timing -- --ignored --nocapture`
     #[test]
@@ -1325,7 +1226,7 @@ mod timing {
             };
             let mut frame = Vec::new();
             let mut scratch = Vec::new();
-            let layout = crate::example::EntryLayout::new(
+            let layout = crate::encode::EntryLayout::new(
                 b"feature1",
                 Some(crate::example::Kind::Int64),
                 crate::example::Schema::TensorFlow,
@@ -1334,7 +1235,7 @@ mod timing {
             for v in values.chunks(1) {
                 frame.clear();
                 frame.resize(12, 0);
-                crate::example::put_row(
+                crate::encode::put_row(
                     &mut frame,
                     &[(&layout, Some(Values::Int64(v)))],
                     true,

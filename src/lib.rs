@@ -5,22 +5,27 @@
 pub mod columns;
 pub mod compression;
 pub mod crc;
+pub mod encode;
 pub mod error;
 pub mod example;
+pub mod frame;
 pub mod framing;
 pub mod interned;
 pub mod map_guard;
 pub mod message;
+pub mod message_sequence;
 pub mod message_text;
 pub mod pool;
 mod py;
 pub mod raw;
+pub mod read_ahead;
 pub mod reserve;
 pub mod shuffle;
 pub mod survey;
 pub mod threads;
 pub mod window;
 pub mod wire;
+pub mod write_pipeline;
 
 use pyo3::prelude::*;
 

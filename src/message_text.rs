@@ -2,9 +2,8 @@
 //! protobuf's upb backend prints, keys of maps in ascending byte order.
 
 use crate::example::Kind;
-use crate::message::{
-    lock, Example, Feature, FeatureList, FeatureLists, FeatureMap, List, SequenceExample,
-};
+use crate::message::{lock, Example, Feature, FeatureMap, List};
+use crate::message_sequence::{FeatureList, FeatureLists, SequenceExample};
 
 /// Lines of text, indented as they nest.
 #[derive(Default)]

@@ -32,6 +32,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once};
 use std::time::Duration;
 
 /// How long a thread stays parked, with no job, before it ends.
+/// The payload of a panic on a pool thread, raised again by whoever joins it.
+pub type Panic = Box<dyn std::any::Any + Send>;
+
 pub const IDLE_FOR: Duration = Duration::from_secs(10);
 
 type Job = Box<dyn FnOnce() + Send + 'static>;

@@ -163,7 +163,7 @@ pub fn survey<'a>(
 mod tests {
     use super::*;
     use crate::columns::tests::example;
-    use crate::example::Values;
+    use crate::encode::Values;
 
     fn facts<'s>(survey: &'s Survey, key: &[u8]) -> &'s FeatureFacts {
         &survey.features.iter().find(|(k, _)| k == key).unwrap().1

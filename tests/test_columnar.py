@@ -874,15 +874,15 @@ def test_slices_written_behind_match_the_whole_columns(tmp_path, monkeypatch, th
     # Written a few rows a slice, each slice read while the one before is
     # written: the same bytes as one slice, whatever the kinds found per slice
     # (the slice of ints before the float starts the write over, whole).
-    from recordkit import columnar
+    from recordkit import writing
 
     calls: list[tuple[str, bool]] = []
-    write = columnar._write
-    monkeypatch.setattr(columnar, "_write", lambda *a, **k: (
+    write = writing.write_slice
+    monkeypatch.setattr(writing, "write_slice", lambda *a, **k: (
         calls.append((threading.current_thread().name, k.get("behind", False))), write(*a, **k))[1])
     for name, slice_rows in (("one", 10**9), ("sliced", 4)):
-        monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", slice_rows)
-        monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", slice_rows)
+        monkeypatch.setattr(writing, "_WRITE_SLICE_ROWS", slice_rows)
+        monkeypatch.setattr(writing, "OBJECT_SLICE_ROWS", slice_rows)
         for kind, data in (("mixed", _mixed_columns()), ("plain", {k: v for k, v in _mixed_columns().items() if k != "num"})):
             rk.set_num_threads(threads)
             try:
@@ -908,10 +908,10 @@ def test_an_ofrecord_row_without_any_value_is_refused_naming_it(tmp_path, monkey
     # the whole input, in a later slice of the second part.
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from recordkit import columnar
+    from recordkit import writing
 
-    for constant in ("_WRITE_SLICE_ROWS", "_OBJECT_SLICE_ROWS"):
-        monkeypatch.setattr(columnar, constant, 32)
+    for constant in ("_WRITE_SLICE_ROWS", "OBJECT_SLICE_ROWS"):
+        monkeypatch.setattr(writing, constant, 32)
     ids = [None if i == 250 else i for i in range(300)]
     names = [None if i in (7, 250) else f"n{i}" for i in range(300)]
     message = "^row 250: no column has a value, and an OFRecord cannot be empty"
@@ -931,11 +931,11 @@ def test_the_rows_read_to_measure_them_are_read_again_in_the_first_slice(tmp_pat
     # The first 16 rows measure the rows' size; 100 small rows fit one slice, read
     # from the first row again. A float after the measured rows makes the column
     # float in that slice, not a second kind that starts the write over.
-    from recordkit import columnar
+    from recordkit import writing
 
     sizes: list[int] = []
-    normalize = columnar._normalize_items
-    monkeypatch.setattr(columnar, "_normalize_items", lambda items, *a, **k: (
+    normalize = writing.normalize_items
+    monkeypatch.setattr(writing, "normalize_items", lambda items, *a, **k: (
         sizes.append(len(items[0][1])), normalize(items, *a, **k))[1])
     data = {"num": [i if i != 20 else 20.5 for i in range(100)], "s": [b"v%d" % i for i in range(100)]}
     rk.write_examples(tmp_path / "x.tfrecord", data)
@@ -945,7 +945,7 @@ def test_the_rows_read_to_measure_them_are_read_again_in_the_first_slice(tmp_pat
     assert [d["s"][0] for d in decoded] == data["s"]
     # Measured once: larger first rows, then smaller ones, read again only once.
     sizes.clear()
-    monkeypatch.setattr(columnar, "_WRITE_SLICE_BYTES", 16_000)
+    monkeypatch.setattr(writing, "_WRITE_SLICE_BYTES", 16_000)
     values = [b"x" * (500 if i < 16 else 10) for i in range(100)]
     rk.write_examples(tmp_path / "y.tfrecord", {"s": values})
     assert sizes[0] == 16 and sizes[1] > 16 and sum(sizes[1:]) == 100, sizes
@@ -957,18 +957,18 @@ def test_the_rows_read_to_measure_them_are_read_again_in_the_first_slice(tmp_pat
     # Python objects: small slices first (nothing is written until one is read),
     # each at most twice the one before.
     sizes.clear()
-    monkeypatch.setattr(columnar, "_FIRST_READ_ROWS", 8)
-    monkeypatch.setattr(columnar, "_WRITE_SLICE_BYTES", 16 << 20)
+    monkeypatch.setattr(writing, "_FIRST_READ_ROWS", 8)
+    monkeypatch.setattr(writing, "_WRITE_SLICE_BYTES", 16 << 20)
     rk.write_examples(tmp_path / "w.tfrecord", {"s": values})
     assert sizes == [16, 32, 64, 4]
     assert [rk.decode_example(r)["s"][0] for r in rk.TFRecordReader(tmp_path / "w.tfrecord")] == values
 
 
 def test_an_error_in_a_later_slice_names_the_row_and_leaves_nothing(tmp_path, monkeypatch) -> None:
-    from recordkit import columnar
+    from recordkit import writing
 
-    monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", 4)
-    monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", 4)
+    monkeypatch.setattr(writing, "_WRITE_SLICE_ROWS", 4)
+    monkeypatch.setattr(writing, "OBJECT_SLICE_ROWS", 4)
     with pytest.raises(ValueError, match=r"column 'x', row 10: value 18446744073709551615 does not fit an int64"):
         rk.write_examples(tmp_path / "x.tfrecord", {"x": list(range(10)) + [2**64 - 1], "y": list(range(11))})
     assert os.listdir(tmp_path) == []
@@ -979,11 +979,11 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
     # A write's failure (a full disk, say) is raised here; no slice
     # is read or written after it, and the file is not left behind.
     pa = pytest.importorskip("pyarrow")
-    from recordkit import columnar
+    from recordkit import writing
 
-    monkeypatch.setattr(columnar, "_WRITE_SLICE_ROWS", 4)
-    monkeypatch.setattr(columnar, "_OBJECT_SLICE_ROWS", 4)
-    write, written = columnar._write, []
+    monkeypatch.setattr(writing, "_WRITE_SLICE_ROWS", 4)
+    monkeypatch.setattr(writing, "OBJECT_SLICE_ROWS", 4)
+    write, written = writing.write_slice, []
 
     def fail_third(writer, normalized, start, end, schema, rows_before=0, behind=False):
         if len(written) == 2:
@@ -991,7 +991,7 @@ def test_a_write_that_fails_behind_stops_the_write_and_leaves_nothing(tmp_path, 
         write(writer, normalized, start, end, schema, rows_before, behind)
         written.append(end - start)
 
-    monkeypatch.setattr(columnar, "_write", fail_third)
+    monkeypatch.setattr(writing, "write_slice", fail_third)
     data = {"x": list(range(40)), "s": [b"v"] * 40}
     with pytest.raises(OSError, match="No space left"):
         rk.write_examples(tmp_path / "x.tfrecord", data if columns == "dict" else pa.table(data))

@@ -327,7 +327,7 @@ def test_conversion_writes_the_same_bytes_at_every_thread_count(tmp_path: Path, 
                                                                 options: dict) -> None:
     # Chunks of about 4 kB: each is written on a helper thread while the next is read,
     # and shards are cut by size between writes, as with one thread.
-    monkeypatch.setattr(rk.conversion, "_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(rk.conversion, "CHUNK_BYTES", 4096)
     source = _parquet(tmp_path, 5000)
     outputs = []
     try:
@@ -347,13 +347,13 @@ def test_conversion_writes_the_same_bytes_at_every_thread_count(tmp_path: Path, 
 def test_parquet_is_read_in_chunks_of_bytes_not_of_rows(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from recordkit.conversion import _ParquetSource
+    from recordkit.conversion import ParquetSource
 
     wide = tmp_path / "wide.parquet"
     pq.write_table(pa.table({"image": [bytes([i]) * (1 << 20) for i in range(40)]}), wide, compression="none")
-    assert _ParquetSource(str(wide))._chunk_rows() in (15, 16)  # 16 MiB of 1 MiB rows (and headers), not 8192
+    assert ParquetSource(str(wide))._chunk_rows() in (15, 16)  # 16 MiB of 1 MiB rows (and headers), not 8192
     narrow = _parquet(tmp_path, 3000)
-    assert _ParquetSource(str(narrow))._chunk_rows() == 65536
+    assert ParquetSource(str(narrow))._chunk_rows() == 65536
     [out] = rk.convert(wide, tmp_path / "wide.tfrecord")
     assert [rk.decode_example(r)["image"][0][:1] for r in rk.TFRecordReader(out)] == [bytes([i]) for i in range(40)]
 
@@ -376,18 +376,18 @@ def test_records_are_converted_in_chunks_of_bytes_not_of_rows(tmp_path: Path) ->
 
 
 def test_record_batches_end_at_a_count_or_once_they_hold_enough_bytes() -> None:
-    from recordkit.conversion import _record_batches
+    from recordkit.conversion import record_batches
 
     records = [b"a" * n for n in (1, 1, 1, 9, 1, 20, 1)]
-    assert [[len(r) for r in b] for b in _record_batches(records, 3, 10)] == [[1, 1, 1], [9, 1], [20], [1]]
-    assert list(_record_batches([], 3, 10)) == []
+    assert [[len(r) for r in b] for b in record_batches(records, 3, 10)] == [[1, 1, 1], [9, 1], [20], [1]]
+    assert list(record_batches([], 3, 10)) == []
 
 
 def test_shard_counts_follow_the_bytes_written_after_compression(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import recordkit.conversion as conversion
+    import recordkit.conversion_sinks as sinks
 
-    monkeypatch.setattr(conversion, "_SHARD_BYTES", 1_000_000)  # the ~100 MB rule, scaled down
-    monkeypatch.setattr(conversion, "_PROBE_BYTES", 256 << 10)
+    monkeypatch.setattr(sinks, "SHARD_BYTES", 1_000_000)  # the ~100 MB rule, scaled down
+    monkeypatch.setattr(sinks, "PROBE_BYTES", 256 << 10)
     rng = np.random.default_rng(0)
     noise = tmp_path / "noise.tfrecord"  # incompressible: 3.3 MB before and after gzip
     rk.write_examples(noise, {"b": [rng.bytes(100) for _ in range(30_000)]})

@@ -428,7 +428,7 @@ def test_index_files_spare_the_count_and_one_consumer_needs_none(tmp_path: Path,
         raise AssertionError("one consumer reads whole files: nothing to count")
 
     with monkeypatch.context() as patch:
-        patch.setattr(dataset_module, "_survey", no_survey)
+        patch.setattr(dataset_module, "survey_file", no_survey)
         assert ids(rk.Dataset(tmp_path, SPEC).batch(100)) == everything
     rk.build_index(rk.list_files(tmp_path))
     read = []

@@ -64,16 +64,16 @@ def test_a_staged_write_commits_all_or_nothing(tmp_path: Path) -> None:
 def test_a_task_finishing_after_the_abort_removes_its_own_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     staged = StagedWrite(str(tmp_path), None, "late")
     staged.start()
-    import recordkit.columnar as columnar
+    import recordkit.writing as writing
 
-    write = columnar.write_examples
+    write = writing.write_examples
 
     def abort_meanwhile(*args: object, **kwargs: object) -> list[str]:
         out = write(*args, **kwargs)  # type: ignore[arg-type]
         staged.abort()  # the driver aborts after the file landed, before the task looks
         return out
 
-    monkeypatch.setattr(columnar, "write_examples", abort_meanwhile)
+    monkeypatch.setattr(writing, "write_examples", abort_meanwhile)
     with pytest.raises(RecordkitError, match="aborted while this task ran"):
         staged.write_task([pa.table({"x": [1]})], 0)
     assert os.listdir(tmp_path) == []

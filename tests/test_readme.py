@@ -21,69 +21,71 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
-BLOCKS = [(m[1], m[2], REPO.joinpath("README.md").read_text()[: m.start()].count("\n") + 1)
-          for m in BLOCK.finditer(REPO.joinpath("README.md").read_text())]
-RUN_BY_CI = ('pip install -e ".[dev]"', "pytest")  # the set-up and test commands: .ci/run runs them
+OPTIONAL = ("jax", "ray", "dask", "pyspark", "torch", "pyarrow", "pandas")
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("readme")
-    shutil.copytree(REPO / "examples", root / "examples")
-    shutil.copytree(REPO / "docs" / "images", root / "docs" / "images")
-    return root
+def blocks_of(path: str) -> list[tuple[str, str, int]]:
+    text = REPO.joinpath(path).read_text()
+    return [(m[1], m[2], text[: m.start()].count("\n") + 1) for m in BLOCK.finditer(text)]
 
 
-@pytest.fixture(scope="module")
-def namespace() -> dict:
-    return {"__name__": "__readme__"}
+BLOCKS = blocks_of("README.md")
+# Where Spark's and Ray's workers start: checked with the README under a Python not on PATH.
+ENGINE_BLOCKS = blocks_of("docs/guides/engines.md")
+RUN_BY_CI = ('pip install -e ".[dev]"', "pytest -n auto")  # the set-up and test commands: .ci/run runs them
 
 
 def test_the_readme_has_blocks_and_ci_runs_its_commands() -> None:
-    assert [lang for lang, _, _ in BLOCKS].count("python") >= 5 and BLOCKS[0][0] == "bash"
+    assert [lang for lang, _, _ in BLOCKS].count("python") >= 4 and BLOCKS[0][0] == "bash"
     setup = [line.split("#")[0].strip() for line in BLOCKS[0][1].splitlines()]
     assert setup[0] == RUN_BY_CI[0] and setup[2] == RUN_BY_CI[1] and setup[1].startswith("recordkit ")
     ci = (REPO / ".ci" / "run").read_text()
     assert all(command in ci for command in setup), "the README's set-up, main job and test command must be what CI runs"
 
 
-@pytest.mark.parametrize("number", range(len(BLOCKS)), ids=[f"line{line}-{lang}" for lang, _, line in BLOCKS])
-def test_readme_block(number: int, folder: Path, namespace: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    lang, code, line = BLOCKS[number]
-    monkeypatch.chdir(folder)
-    if lang == "python":
-        for module in ("jax", "ray", "dask", "pyspark"):
-            if re.search(rf"^(import|from) {module}\b", code, re.M):
-                pytest.importorskip(module)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a README example that warns is a README that misleads
-            # except Ray's warnings about its own settings, from inside Ray (hidden from users by default)
-            warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray\.")
-            exec(compile(code, f"README.md:{line}", "exec"), namespace)
-    elif lang == "bash":
-        commands = [c for c in code.splitlines() if c.split("#")[0].strip() not in RUN_BY_CI]
-        env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-        result = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(commands)], cwd=folder,
-                                capture_output=True, text=True, env=env, timeout=300)
-        assert result.returncode == 0, f"README.md:{line}\n{result.stdout}\n{result.stderr}"
-    else:
-        pytest.fail(f"README.md:{line}: a {lang!r} block, which this test does not know how to run")
+def test_readme_blocks_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One test for the whole README, so that its blocks run in order in one folder and
+    namespace whatever runs the tests (``pytest -n auto`` spreads tests over processes)."""
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    shutil.copytree(REPO / "docs" / "images", tmp_path / "docs" / "images")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "__readme__"}
+    for lang, code, line in BLOCKS:
+        if lang == "python":
+            if any(re.search(rf"^(import|from) {module}\b", code, re.M) and importlib.util.find_spec(module) is None
+                   for module in OPTIONAL):
+                continue  # an optional package that is not installed: its block alone is left out
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # a README example that warns is a README that misleads
+                # except Ray's warnings about its own settings, from inside Ray (hidden from users by default)
+                warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray\.")
+                exec(compile(code, f"README.md:{line}", "exec"), namespace)
+        elif lang == "bash":
+            commands = [c for c in code.splitlines() if c.split("#")[0].strip() not in RUN_BY_CI]
+            env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+            result = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(commands)], cwd=tmp_path,
+                                    capture_output=True, text=True, env=env, timeout=300)
+            assert result.returncode == 0, f"README.md:{line}\n{result.stdout}\n{result.stderr}"
+        else:
+            pytest.fail(f"README.md:{line}: a {lang!r} block, which this test does not know how to run")
 
 
 def test_the_python_blocks_run_under_a_python_that_is_not_on_path(tmp_path: Path) -> None:
-    """As from a virtual environment's Python that was not activated: nothing a block
-    starts (Spark's workers, Ray's, a subprocess) may assume ``python3`` on PATH is it."""
+    """As from a virtual environment's Python that was not activated: nothing a block of
+    the README or of the engines' guide starts (Spark's workers, Ray's, a subprocess)
+    may assume ``python3`` on PATH is it."""
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     shutil.copytree(REPO / "docs" / "images", tmp_path / "docs" / "images")
     blocks = []
-    for lang, code, line in BLOCKS:
+    for lang, code, line in [(lang, code, f"README.md:{line}") for lang, code, line in BLOCKS] + [
+            (lang, code, f"docs/guides/engines.md:{line}") for lang, code, line in ENGINE_BLOCKS]:
         if lang == "bash":
             commands = [c for c in code.splitlines() if c.split("#")[0].strip() not in RUN_BY_CI]
             blocks.append(f"subprocess.run(['bash', '-euo', 'pipefail', '-c', {chr(10).join(commands)!r}], check=True, "
                           "stdout=subprocess.DEVNULL, env=dict(os.environ, PATH=recordkit_bin + os.pathsep + os.environ['PATH']))")
-        elif all(importlib.util.find_spec(module) is not None for module in ("jax", "ray", "dask", "pyspark")
+        elif all(importlib.util.find_spec(module) is not None for module in OPTIONAL
                  if re.search(rf"^(import|from) {module}\b", code, re.M)):
-            blocks.append(f"exec(compile({code!r}, 'README.md:{line}', 'exec'))")
+            blocks.append(f"exec(compile({code!r}, {line!r}, 'exec'))")
     program = ("import os, subprocess, sys, warnings\nwarnings.simplefilter('error')\n"
                "warnings.filterwarnings('ignore', category=DeprecationWarning, module=r'ray\\.')\n"
                "warnings.filterwarnings('ignore', category=FutureWarning, module=r'pyspark\\.')\n"

@@ -13,7 +13,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 import warnings
 import zlib
 from pathlib import Path
@@ -279,7 +278,6 @@ def test_hostile_length_is_refused_at_once(tmp_path: Path) -> None:
     length = struct.pack("<Q", 1 << 62)
     path = tmp_path / "hostile"
     path.write_bytes(length + struct.pack("<I", masked_crc32c(length)) + b"\x00" * 88)
-    start = time.perf_counter()
     for compression in (None, "gzip"):
         if compression:
             (tmp_path / "hostile.gz").write_bytes(gzip.compress(path.read_bytes()))
@@ -292,7 +290,6 @@ def test_hostile_length_is_refused_at_once(tmp_path: Path) -> None:
     (tmp_path / "short").write_bytes(frame_tfrecord([b"x" * 11])[:-2])
     with pytest.raises(rk.DataLossError, match="claims 11 bytes of data and its 4-byte CRC but only 13 bytes remain"):
         list(rk.TFRecordReader(tmp_path / "short"))
-    assert time.perf_counter() - start < 1.0
 
 
 def test_verify_false_skips_payload_crcs(tmp_path: Path) -> None:
@@ -714,18 +711,17 @@ def test_gil_is_released_while_rust_reads(tmp_path: Path) -> None:
     thread = threading.Thread(target=spin)
     thread.start()
     try:
-        time.sleep(0.05)
+        while ticks < 1000:  # the spinner runs (a count, not a time)
+            pass
         before = ticks
-        start = time.perf_counter()
         batch = scanner.next_batch(1, 1)
-        elapsed = time.perf_counter() - start
         during = ticks - before
     finally:
         running = False
         thread.join()
     assert len(batch) == 1 and len(batch[0]) == 96 << 20
     # Holding the GIL would leave the spinner a handful of switch intervals at most.
-    assert elapsed > 0.02 and during > 10_000, (elapsed, during)
+    assert during > 10_000, during
 
 
 _FREED_HEAP_KEPT = """
@@ -821,11 +817,10 @@ def test_skipping_hostile_damage_is_linear(tmp_path: Path, source: str) -> None:
     data = _hostile_damage(4 << 20) + frame_tfrecord(intact)
     path = tmp_path / ("h.tfrecord.gz" if source == "gzip" else "h.tfrecord")
     path.write_bytes(gzip.compress(data, 1) if source == "gzip" else data)
-    start = time.perf_counter()
+    # How long it takes is for benchmarks/bench_damage.py: a quadratic scan would run for minutes.
     with pytest.warns(rk.DataLossWarning), open(path, "rb") as f:
         reader = rk.TFRecordReader(f if source == "file object" else path, on_error="skip")
         assert list(reader) == intact
-    assert time.perf_counter() - start < 5  # about 0.3 s here; quadratic would be minutes
     assert reader.stats.bytes_skipped == 4 << 20 and reader.stats.damaged_regions[0].record_index == 0
 
 
@@ -849,12 +844,11 @@ def test_skipping_damage_after_every_record_is_linear(tmp_path: Path, source: st
     data = _intact_then_lying(4 << 20)
     path = tmp_path / ("h.tfrecord.gz" if source == "gzip" else "h.tfrecord")
     path.write_bytes(gzip.compress(data, 1) if source == "gzip" else data)
-    start = time.perf_counter()
+    # How long it takes is for benchmarks/bench_damage.py.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", rk.DataLossWarning)
         reader = rk.TFRecordReader(path, on_error="skip")
         kept = list(reader)
-    assert time.perf_counter() - start < 10
     assert set(kept) == {b"x"}  # every intact record, and nothing from a lying header
     assert len(kept) == data.count(frame_tfrecord([b"x"])) and len(kept) > 100_000
     assert sum(r.bytes_skipped for r in reader.stats.damaged_regions) == len(data) - 17 * len(kept)

@@ -10,7 +10,7 @@ over two maps, duplicate keys); and SequenceExamples. Outputs are compared value
 by value, shape by shape and dtype by dtype, errors by whether both refuse.
 The same records in a file read by ``rk.read_table`` give parse_example's rows.
 
-Not generated, because there recordkit follows protobuf by design (DESIGN.md):
+Not generated, because there recordkit follows protobuf by design (docs/guarantees.md, "Where recordkit differs"):
 a duplicate key whose last entry is a Feature with no kind (TensorFlow skips
 such entries and uses an earlier one; protobuf's last entry wins).
 """

@@ -351,25 +351,29 @@ def test_damage_in_large_records_read_ahead_is_raised_after_every_record_before_
 
 
 _TRUNCATE_READ_AHEAD = """
-import sys, time
+import sys
 import recordkit as rk
 rk.set_num_threads(2)
 path, cut, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-spec = {"id": rk.FixedLenFeature([], "int64"), "image": rk.FixedLenFeature([], "string")}
+scanner = rk._native.RecordScanner(path, name=path)
+batches = rk._native.ExampleBatches(scanner, [("id", "int64"), ("image", "string")], batch_size=16)
 read = 0
 try:
-    for i, batch in enumerate(rk.read_examples(path, spec, batch_size=16)):
+    for i, (count, ((ids, _, _), (images, _, _))) in enumerate(batches):
         if i == 0:
-            time.sleep(0.5)  # the threads reading ahead have framed, checked and parsed batches 1 and 2
+            batches._wait_read_ahead(2)  # the threads reading ahead have framed, checked and parsed batches 1 and 2
             with open(path, "r+b") as f:
                 f.truncate(cut)
-        for k, image in zip(batch["id"].tolist(), batch["image"]):
+        for k, image in zip(ids.tolist(), images):
             assert k == read and image == k.to_bytes(4, "little") * (size // 4), f"record {k} is wrong"
             read += 1
 except rk.DataLossError as e:
     print("DataLossError", e.kind, read)
 else:
     print("no error", read)
+finally:
+    batches.close()
+    scanner.close()
 """
 
 

@@ -183,7 +183,7 @@ def _sequence_values(sequence: Any) -> object:
 
 def _entry_with_unknown_fields(data: bytes, maps: tuple[int, ...]) -> bool:
     """Whether a map entry of the message in `data` holds a field other than its
-    key and value (`maps`: the top-level fields that are maps). DESIGN.md skips
+    key and value (`maps`: the top-level fields that are maps). docs/guarantees.md skips
     unknown fields at every level, so recordkit keeps such an entry; protobuf's
     upb backend moves it out of the map into the message's unknown fields. Only
     the verdict is compared then. False where the bytes do not parse."""
@@ -362,7 +362,7 @@ def test_what_the_comparisons_found(case: str) -> None:
 
 
 def test_an_entry_holding_unknown_fields_is_kept() -> None:
-    # DESIGN.md: unknown fields are skipped at every level, a map entry's too.
+    # docs/guarantees.md: unknown fields are skipped at every level, a map entry's too.
     # protobuf's upb backend moves such an entry out of the map instead (into the
     # message's unknown fields), so the two differ here by design.
     entry = b"\n\x01k\x12\x04\x1a\x02\n\x00" + b"\x18\x01"

@@ -27,7 +27,9 @@ from recordkit.codec import (
     int32_feature,
     int64_feature,
 )
-from recordkit.columnar import read_examples, shard_names, write_examples, write_ofrecords
+from recordkit._shardsets import shard_names
+from recordkit.columnar import read_examples
+from recordkit.writing import write_examples, write_ofrecords
 from recordkit.errors import (
     DataLossError,
     DataLossWarning,

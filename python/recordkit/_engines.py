@@ -100,7 +100,7 @@ class StagedWrite:
     def _write_task(self, tables: Iterable["pa.Table"], task: int, attempt: int) -> list[tuple[str, str, int]]:
         import pyarrow as pa
 
-        from recordkit.columnar import write_examples
+        from recordkit.writing import write_examples
 
         tables = iter(tables)
         first = next((t for t in tables if t.num_rows), None)

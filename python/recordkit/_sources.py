@@ -33,7 +33,7 @@ def display_name(source: Any) -> str:
     return os.fsdecode(os.fspath(source))
 
 
-def _split_url(path: str) -> tuple[str | None, str]:
+def split_url(path: str) -> tuple[str | None, str]:
     """``("s3", url)`` for a URL, ``(None, local_path)`` for a local path."""
     if "://" in path:
         scheme, rest = path.split("://", 1)
@@ -53,7 +53,7 @@ def require(module: str, extra: str, purpose: str) -> Any:
         raise ImportError(f"{purpose} needs {module.split('.')[0]}: pip install 'recordkit[{extra}]'") from None
 
 
-def _fsspec() -> Any:
+def import_fsspec() -> Any:
     return require("fsspec", "fsspec", "reading or writing URLs")
 
 
@@ -75,10 +75,10 @@ def open_input(source: Source) -> Opened:
         raise TypeError(
             f"expected a path, a URL or a binary file object, not {type(source).__name__}"
         )
-    scheme, path = _split_url(os.fsdecode(os.fspath(source)))
+    scheme, path = split_url(os.fsdecode(os.fspath(source)))
     if scheme is None:
         return Opened(path, path)
-    handle = _fsspec().open(path, "rb").open()
+    handle = import_fsspec().open(path, "rb").open()
     return Opened(handle, path, handle.close)
 
 
@@ -131,9 +131,9 @@ def check_targets(targets: Any) -> None:
         if _is_file_object(target) or not isinstance(target, (str, os.PathLike)):
             continue
         path = os.fsdecode(os.fspath(target))
-        if _split_url(path)[0] is not None:
+        if split_url(path)[0] is not None:
             continue
-        local = _split_url(path)[1]
+        local = split_url(path)[1]
         if os.path.isdir(local):
             raise IsADirectoryError(errno.EISDIR, "is a folder, not a file to write: name a file inside it", path)
         folder = os.path.dirname(os.path.abspath(local))
@@ -173,7 +173,7 @@ class AtomicTarget:
                 f"expected a path, a URL or a binary file object, not {type(target).__name__}"
             )
         check_targets([target])
-        scheme, path = _split_url(self.name)
+        scheme, path = split_url(self.name)
         suffix = _temp_suffix()
         if scheme is None and not atomic:
             self._made = make_folders(os.path.dirname(os.path.abspath(path)))
@@ -187,7 +187,7 @@ class AtomicTarget:
             self._temp = os.path.join(directory, f".{base}{suffix}")
             self.handle = self._temp
         else:
-            fs, fs_path = _fsspec().core.url_to_fs(path)
+            fs, fs_path = import_fsspec().core.url_to_fs(path)
             fs.makedirs(fs._parent(fs_path), exist_ok=True)
             self._fs = fs
             self._final = fs_path

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator, Protocol
 
 import numpy as np
 
@@ -12,8 +12,16 @@ try:
 except ImportError:
     raise ImportError("Dataset.to_torch() needs PyTorch: pip install 'recordkit[torch]' (or torch itself)") from None
 
-if TYPE_CHECKING:
-    from recordkit.dataset import Dataset
+
+
+class Dataset(Protocol):
+    """What the adapters need of a :class:`recordkit.Dataset` (named here, not
+    imported, so that this module does not import the one that imports it)."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 __all__ = ["TorchIterable", "TorchBatch", "BatchGroup", "Loader", "to_tensors", "keep"]
 

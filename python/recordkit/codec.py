@@ -270,8 +270,10 @@ def _entries(mapping: Mapping[str, Any], entry: Any) -> list:
 def encode_example(mapping: Mapping[str, Any]) -> bytes:
     """A serialized ``tf.train.Example`` from ``{name: value}`` (None values are left out).
 
+    ```python
     >>> decode_example(encode_example({"label": 1, "score": [0.5, 0.7], "name": "cat"}))["name"]
     [b'cat']
+    ```
     """
     return _native._encode_plain_example(mapping) or _native.encode_features(
         _entries(mapping, _tf_entry), "tensorflow", "example")

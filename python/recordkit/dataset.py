@@ -28,7 +28,7 @@ import numpy as np
 
 from recordkit import _native
 from recordkit._shardsets import file_fingerprint
-from recordkit._sources import PathLike, _fsspec, _split_url, open_input
+from recordkit._sources import PathLike, import_fsspec, split_url, open_input
 from recordkit.discovery import RecordFormat, check_format, list_files, reader_compression, record_format
 from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
@@ -40,7 +40,7 @@ __all__ = ["Dataset"]
 
 # --- splitting the work --------------------------------------------------------------------
 
-_CHECKPOINT_EVERY = 1024  # records between remembered frame offsets, for seeking into a file
+CHECKPOINT_EVERY = 1024  # records between remembered frame offsets, for seeking into a file
 _BLOCK_RECORDS = 256  # records read from one file before moving to the next in the cycle
 _BLOCK_BYTES = 128 << 10
 
@@ -50,7 +50,7 @@ class _Survey:
     """What splitting a file by record ranges needs: its record count and where to seek."""
 
     records: int
-    checkpoints: np.ndarray  # frame offsets of records 0, _CHECKPOINT_EVERY, 2 * _CHECKPOINT_EVERY ...
+    checkpoints: np.ndarray  # frame offsets of records 0, CHECKPOINT_EVERY, 2 * CHECKPOINT_EVERY ...
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,11 @@ class _Unit:
     survey: _Survey | None = None
 
 
-def _survey(path: str, fmt: RecordFormat) -> _Survey | None:
+def survey_file(path: str, fmt: RecordFormat) -> _Survey | None:
     """Counts a local uncompressed file's records, from its index file when it has
     one (``recordkit index``), else from its headers; None for files that cannot be
     split by range."""
-    if _split_url(path)[0] is not None:
+    if split_url(path)[0] is not None:
         return None  # remote: counting means reading the whole object
     scanner = _native.RecordScanner(path, name=path, format=fmt, verify=False)
     try:
@@ -79,20 +79,20 @@ def _survey(path: str, fmt: RecordFormat) -> _Survey | None:
         index = existing_index(path) if fmt == "tfrecord" else None
         if index is not None:
             offsets, _ = checked_index(path, index)
-            return _Survey(len(offsets), offsets[::_CHECKPOINT_EVERY].copy())
+            return _Survey(len(offsets), offsets[::CHECKPOINT_EVERY].copy())
         records, checkpoints = 0, []
         while True:
-            offsets, _ = scanner.next_frames(64 * _CHECKPOINT_EVERY)
+            offsets, _ = scanner.next_frames(64 * CHECKPOINT_EVERY)
             if not len(offsets):
                 break
-            checkpoints.append(offsets[-records % _CHECKPOINT_EVERY :: _CHECKPOINT_EVERY])
+            checkpoints.append(offsets[-records % CHECKPOINT_EVERY :: CHECKPOINT_EVERY])
             records += len(offsets)
         return _Survey(records, np.concatenate(checkpoints) if checkpoints else np.zeros(0, np.uint64))
     finally:
         scanner.close()
 
 
-def _plan(
+def _work_plan(
     files: Sequence[tuple[str, RecordFormat, _Survey | None]],
     consumer: int,
     consumers: int,
@@ -191,8 +191,8 @@ def _unit_blocks(unit: _Unit, options: _ReadOptions) -> Iterator[list[bytes]]:
         try:
             index = 0
             if unit.start and unit.survey is not None:
-                checkpoint = unit.start // _CHECKPOINT_EVERY
-                index = checkpoint * _CHECKPOINT_EVERY
+                checkpoint = unit.start // CHECKPOINT_EVERY
+                index = checkpoint * CHECKPOINT_EVERY
                 scanner.seek(int(unit.survey.checkpoints[checkpoint]), index)
             while index < unit.start:
                 skipped = len(scanner.next_frames(unit.start - index)[0])
@@ -433,7 +433,7 @@ class _Identities:
         self._known: dict[str, tuple[Any, str]] = {}
 
     def get(self, path: str) -> str:
-        if _split_url(path)[0] is not None:
+        if split_url(path)[0] is not None:
             known = self._known.get(path)
             if known is None:
                 known = self._known[path] = (None, _url_identity(path))
@@ -449,7 +449,7 @@ class _Identities:
 
 def _url_identity(url: str) -> str:
     """A URL's size and version tag (ETag, checksum or modification time) as its filesystem reports them."""
-    fs, path = _fsspec().core.url_to_fs(url)
+    fs, path = import_fsspec().core.url_to_fs(url)
     info = fs.info(path)
     tag = next((info[k] for k in ("ETag", "etag", "md5", "crc32c", "LastModified", "last_modified", "mtime", "created")
                 if info.get(k) is not None), "")
@@ -460,7 +460,7 @@ _STATE_FORMAT = "recordkit.Dataset/2"  # 2: with each file's identity
 
 
 @dataclass
-class _Progress:
+class _EpochProgress:
     """How far one iteration (epoch) of a dataset has gone."""
 
     epoch: int
@@ -551,12 +551,12 @@ class Dataset:
         self._cycle_length = cycle_length
         self._even_shares = bool(even_shares)
         self._parallel_reads = (
-            any(_split_url(path)[0] is not None for path, _ in self._files) if parallel_reads is None else parallel_reads
+            any(split_url(path)[0] is not None for path, _ in self._files) if parallel_reads is None else parallel_reads
         )
         self._steps: tuple[_Step, ...] = ()
         self._shard: tuple[int, int] | None = None
         self._epoch = 0
-        self._progress: _Progress | None = None  # of the latest iteration
+        self._progress: _EpochProgress | None = None  # of the latest iteration
         self._resume: tuple[int, list[int]] | None = None  # (items to pass over, consumer) for the next
         _register_with_torch()
         self._surveys: dict[str, _Survey | None] = {}  # shared by every dataset chained from this one
@@ -752,7 +752,7 @@ class Dataset:
             from concurrent.futures import ThreadPoolExecutor  # here: it costs 10 ms to import
 
             with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1, 8)) as pool:
-                for (path, _), survey in zip(todo, pool.map(lambda f: _survey(*f), todo)):
+                for (path, _), survey in zip(todo, pool.map(lambda f: survey_file(*f), todo)):
                     self._surveys[path] = survey
         return [(path, fmt, self._surveys[path]) for path, fmt in self._files]
 
@@ -779,7 +779,7 @@ class Dataset:
                     f"consumer {consumer} of {consumers}: each consumer (shard and DataLoader worker) resumes "
                     "from its own state"
                 )
-        progress = self._progress = _Progress(epoch, (consumer, consumers), skip)
+        progress = self._progress = _EpochProgress(epoch, (consumer, consumers), skip)
         shuffle = next((step for step in self._steps if step.kind == "shuffle"), None)
         seed, explicit = (shuffle.args[1], shuffle.args[2]) if shuffle else (0, False)
         local_seed = seed
@@ -797,7 +797,7 @@ class Dataset:
 
         def source(path: tuple[int, ...]) -> Iterator[list[Any]]:
             shift = int(_rng(seed, *path, 1).integers(consumers)) if explicit else 0
-            units = _plan(files, consumer, consumers, shift, self._even_shares)
+            units = _work_plan(files, consumer, consumers, shift, self._even_shares)
             if shuffle:
                 units = [units[i] for i in _rng(local_seed, *path, 2, consumer).permutation(len(units))]
             return _interleave(units, cycle_length, options, self._parallel_reads)

@@ -19,7 +19,7 @@ import warnings
 from typing import Any, Literal, Sequence
 
 from recordkit._shardsets import ONEFLOW_PART, SHARD_NAME, checked_listing, set_suffix, shard_names, split_suffix
-from recordkit._sources import PathLike, Source, _fsspec, _split_url
+from recordkit._sources import PathLike, Source, import_fsspec, split_url
 from recordkit.errors import user_stacklevel
 
 __all__ = [
@@ -121,11 +121,11 @@ class _Files:
     """Local or fsspec file-system operations on one path or URL."""
 
     def __init__(self, text: str) -> None:
-        scheme, _ = _split_url(text)
+        scheme, _ = split_url(text)
         self.fs: Any = None
         self.path = text
         if scheme is not None:
-            self.fs, self.path = _fsspec().core.url_to_fs(text)
+            self.fs, self.path = import_fsspec().core.url_to_fs(text)
         elif text.startswith("file://"):
             self.path = text[len("file://") :]
 

@@ -38,9 +38,9 @@ class TFRecordOptions:
             ``flush()`` always makes a flush point that a reader can read up
             to, whatever the mode (TensorFlow's does only for a sync or full
             flush): the mode is checked, and needs nothing more.
-        input_buffer_size, output_buffer_size: Accepted for TensorFlow's code;
-            recordkit sizes its own buffers (TensorFlow: they change the time,
-            not the bytes).
+        input_buffer_size: Accepted for TensorFlow's code; recordkit sizes its
+            own buffers (TensorFlow: they change the time, not the bytes).
+        output_buffer_size: As ``input_buffer_size``.
         window_bits: 8 to 15: the deflate window, 2**window_bits bytes.
         compression_level: 0 (stored) to 9 (smallest); default 6.
         compression_method: zlib's method; only deflate (8) exists.

@@ -71,7 +71,7 @@ def _single(serialized: Any, what: str) -> list:
     return [serialized]
 
 
-class _Requests:
+class Requests:
     """The unique (key, dtype) pairs the Rust parser is asked for."""
 
     def __init__(self) -> None:
@@ -152,7 +152,7 @@ def check_batch_size(batch_size: Any) -> int:
     return int(batch_size)
 
 
-def _plan_example(features: Mapping[str, FeatureSpec], requests: _Requests) -> None:
+def plan_example(features: Mapping[str, FeatureSpec], requests: Requests) -> None:
     check_specs(features)
     if not features:
         raise ValueError("features cannot be empty")
@@ -177,7 +177,7 @@ def _plan_example(features: Mapping[str, FeatureSpec], requests: _Requests) -> N
             raise TypeError(f"unsupported feature spec for {name!r}: {spec!r}")
 
 
-def _columns(requests: _Requests, columns: list) -> dict[str, Column]:
+def request_columns(requests: Requests, columns: list) -> dict[str, Column]:
     return dict(zip(requests.dtypes, columns))
 
 
@@ -253,7 +253,7 @@ def _varlen(column: Column, batch: int, single: bool) -> SparseArray:
     return SparseArray(np.stack([rows, cols], axis=1), values, np.array([batch, width], dtype=np.int64))
 
 
-def _sparse(name: str, spec: SparseFeature, columns: dict[str, Column], batch: int, single: bool) -> SparseArray:
+def sparse_output(name: str, spec: SparseFeature, columns: dict[str, Column], batch: int, single: bool) -> SparseArray:
     values, value_counts, _ = columns[spec.value_key]
     value_counts = np.maximum(value_counts, 0)
     index_values = []
@@ -364,7 +364,7 @@ def _partition_lengths(
     raise TypeError(f"unsupported partition {part!r}")
 
 
-def _ragged(name: str, spec: RaggedFeature, columns: dict[str, Column], batch: int, single: bool) -> Any:
+def ragged_output(name: str, spec: RaggedFeature, columns: dict[str, Column], batch: int, single: bool) -> Any:
     values, counts, _ = columns[spec.value_key or name]
     nvals = np.maximum(counts, 0)
     partitions = list(spec.partitions)
@@ -449,7 +449,7 @@ def _sequence_rows(name: str, spec: FixedLenSequenceFeature, column: Column, bat
     return _padded(values, counts, stride, spec.shape, batch, _pad_value(spec), spec.dtype)
 
 
-def _assemble(features: Mapping[str, FeatureSpec], columns: dict[str, Column], batch: int, single: bool) -> dict[str, Any]:
+def assemble_outputs(features: Mapping[str, FeatureSpec], columns: dict[str, Column], batch: int, single: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, spec in features.items():
         if isinstance(spec, FixedLenFeature):
@@ -457,9 +457,9 @@ def _assemble(features: Mapping[str, FeatureSpec], columns: dict[str, Column], b
         elif isinstance(spec, VarLenFeature):
             out[name] = _varlen(columns[name], batch, single)
         elif isinstance(spec, SparseFeature):
-            out[name] = _sparse(name, spec, columns, batch, single)
+            out[name] = sparse_output(name, spec, columns, batch, single)
         elif isinstance(spec, RaggedFeature):
-            out[name] = _ragged(name, spec, columns, batch, single)
+            out[name] = ragged_output(name, spec, columns, batch, single)
         elif isinstance(spec, FixedLenSequenceFeature):
             out[name] = _sequence_rows(name, spec, columns[name], batch, single)
     return out
@@ -489,10 +489,10 @@ def parse_example(serialized: Iterable[bytes], features: Mapping[str, FeatureSpe
             ``.index`` say which.
     """
     records = _records(serialized, "parse_example")
-    requests = _Requests()
-    _plan_example(features, requests)
-    columns = _columns(requests, _native.parse_example_columns(records, requests.as_list()))
-    return _assemble(features, columns, len(records), single=False)
+    requests = Requests()
+    plan_example(features, requests)
+    columns = request_columns(requests, _native.parse_example_columns(records, requests.as_list()))
+    return assemble_outputs(features, columns, len(records), single=False)
 
 
 def parse_single_example(serialized: bytes, features: Mapping[str, FeatureSpec], example_names: Any = None,
@@ -503,25 +503,25 @@ def parse_single_example(serialized: bytes, features: Mapping[str, FeatureSpec],
     shape ``shape``, VarLen indices are ``[N, 1]``.
     """
     records = _single(serialized, "parse_single_example")
-    requests = _Requests()
-    _plan_example(features, requests)
-    columns = _columns(requests, _native.parse_example_columns(records, requests.as_list()))
-    return _assemble(features, columns, 1, single=True)
+    requests = Requests()
+    plan_example(features, requests)
+    columns = request_columns(requests, _native.parse_example_columns(records, requests.as_list()))
+    return assemble_outputs(features, columns, 1, single=True)
 
 
-def _plan_sequence(
+def plan_sequence(
     context: Mapping[str, FeatureSpec], sequence: Mapping[str, FeatureSpec]
-) -> tuple[_Requests, _Requests]:
+) -> tuple[Requests, Requests]:
     check_specs(context, "context_features")
     check_specs(sequence, "sequence_features")
     if not context and not sequence:
         raise ValueError("context_features and sequence_features cannot both be empty")
-    context_requests, list_requests = _Requests(), _Requests()
+    context_requests, list_requests = Requests(), Requests()
     for name, spec in context.items():
         if isinstance(spec, (SparseFeature, FixedLenSequenceFeature)):
             raise TypeError(f"context feature {name!r}: {type(spec).__name__} is not supported in the context")
     if context:
-        _plan_example(context, context_requests)
+        plan_example(context, context_requests)
     _check_key_roles(sequence)
     for name, spec in sequence.items():
         if isinstance(spec, FixedLenSequenceFeature):
@@ -577,7 +577,7 @@ def _assemble_sequence(
                 indices = np.stack([step_owner[value_step], step_in_record[value_step], value_in_step], axis=1)
                 out[name] = SparseArray(indices, values, np.array([batch, max_steps, max_values], dtype=np.int64))
         else:
-            by_step = _ragged_by_step(name, spec, columns, steps, step_owner)
+            by_step = ragged_by_step(name, spec, columns, steps, step_owner)
             if single:
                 out[name] = by_step
             else:
@@ -586,7 +586,7 @@ def _assemble_sequence(
     return out, lengths
 
 
-def _ragged_by_step(name: str, spec: RaggedFeature, columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+def ragged_by_step(name: str, spec: RaggedFeature, columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
                     steps: np.ndarray, step_owner: np.ndarray) -> Any:
     """A ragged feature list with its partitions, as TensorFlow builds it: each step
     is partitioned as one record of a batch would be (so, as in TensorFlow's batch
@@ -608,7 +608,7 @@ def _ragged_by_step(name: str, spec: RaggedFeature, columns: dict[str, tuple[np.
             )
         step_columns[key] = (values, step_counts, None)
     try:
-        return _ragged(name, spec, step_columns, len(step_owner), single=False)
+        return ragged_output(name, spec, step_columns, len(step_owner), single=False)
     except ParseError as error:
         if error.index is None:
             raise
@@ -655,7 +655,7 @@ def parse_single_sequence_example(
 def _parse_sequence(
     records: list, context: Mapping[str, FeatureSpec], sequence: Mapping[str, FeatureSpec], single: bool
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, np.ndarray]]:
-    context_requests, list_requests = _plan_sequence(context, sequence)
+    context_requests, list_requests = plan_sequence(context, sequence)
     context_columns, list_columns = _native.parse_sequence_columns(records, context_requests.as_list(), list_requests.as_list())
     batch = len(records)
     if not batch:
@@ -666,6 +666,6 @@ def _parse_sequence(
             # missing from every record.
             name, size = required[0]
             raise ParseError(f"Inconsistent max number of elements for feature {name}: expected {size}, but found 0", key=name)
-    context_out = _assemble(context, _columns(context_requests, context_columns), batch, single) if context else {}
+    context_out = assemble_outputs(context, request_columns(context_requests, context_columns), batch, single) if context else {}
     lists_out, lengths = _assemble_sequence(sequence, dict(zip(list_requests.dtypes, list_columns)), batch, single)
     return context_out, lists_out, lengths

@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - the message is the point
     raise ImportError("recordkit.ray needs Ray Data: pip install 'recordkit[ray]'") from None
 
 from recordkit._engines import StagedWrite, group_ranges
-from recordkit.tables import RecordRange, Strings, TableScan, _local_size
+from recordkit.tables import RecordRange, Strings, TableScan, local_size
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,7 +52,7 @@ class TFRecordDatasource(ray.data.Datasource):
 
     def estimate_inmemory_data_size(self) -> int | None:
         """The files' size on disk (None where one is remote)."""
-        sizes = [_local_size(path) for path in self._scan.files]
+        sizes = [local_size(path) for path in self._scan.files]
         return None if None in sizes else sum(sizes)  # type: ignore[arg-type]
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,

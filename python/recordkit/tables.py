@@ -36,12 +36,12 @@ from recordkit.features import (
     VarLenFeature,
 )
 from recordkit.parsing import (
-    _plan_example,
-    _plan_sequence,
-    _ragged,
-    _ragged_by_step,
-    _Requests,
-    _sparse,
+    plan_example,
+    plan_sequence,
+    ragged_output,
+    ragged_by_step,
+    Requests,
+    sparse_output,
     check_batch_size,
     check_specs,
     missing_feature_list_error,
@@ -99,11 +99,11 @@ class _Plan:
 
     container: str  # "example", "sequence_example" or "ofrecord"
     columns: list[_Column]
-    requests: _Requests  # features (a SequenceExample's context)
-    list_requests: _Requests  # a SequenceExample's feature lists
+    requests: Requests  # features (a SequenceExample's context)
+    list_requests: Requests  # a SequenceExample's feature lists
 
 
-def _plan(container: str, features: Mapping[str, FeatureSpec], sequence_features: Mapping[str, FeatureSpec],
+def _table_plan(container: str, features: Mapping[str, FeatureSpec], sequence_features: Mapping[str, FeatureSpec],
           columns: Sequence[str] | None) -> _Plan:
     check_specs(features)
     check_specs(sequence_features, "sequence_features")
@@ -142,10 +142,10 @@ def _plan(container: str, features: Mapping[str, FeatureSpec], sequence_features
             )
     context = {c.name: features[c.name] for c in plan if not c.feature_list}
     if container == "sequence_example":
-        requests, list_requests = _plan_sequence(context, {c.name: sequence_features[c.name] for c in plan if c.feature_list})
+        requests, list_requests = plan_sequence(context, {c.name: sequence_features[c.name] for c in plan if c.feature_list})
     else:
-        requests, list_requests = _Requests(), _Requests()
-        _plan_example(context, requests)
+        requests, list_requests = Requests(), Requests()
+        plan_example(context, requests)
     return _Plan(container, plan, requests, list_requests)
 
 
@@ -177,7 +177,7 @@ def _infer_plan(files: list[str], columns: Sequence[str] | None, compression: st
         warnings.simplefilter("ignore", DataLossWarning)
         schema = infer_schema(files, limit=sample, compression=compression, format=fmt,  # type: ignore[arg-type]
                               on_error=on_error)  # type: ignore[arg-type]
-    plan = _Plan(schema.container, [], _Requests(), _Requests())
+    plan = _Plan(schema.container, [], Requests(), Requests())
     found = [(name, info, False) for name, info in sorted(schema.features.items())]
     found += [(name, info, True) for name, info in sorted(schema.sequence_features.items())]
     for name, info, feature_list in found:
@@ -463,7 +463,7 @@ def _ragged_feature_list_array(column: _Column, feature_lists: dict[str, Any], f
     stand_in = dict(feature_lists)
     stand_in[key] = (np.arange(len(flat), dtype=np.int64), step_counts, feature_lists[key][2])
     try:
-        by_step = _ragged_by_step(column.name, spec, stand_in, steps, step_owner)
+        by_step = ragged_by_step(column.name, spec, stand_in, steps, step_owner)
     except ParseError as e:
         raise _in_file(e, first_record) from None
     return pa.LargeListArray.from_arrays(_offsets(steps), _ragged_values(by_step, flat))
@@ -484,7 +484,7 @@ def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any]
     stand_in[key] = (positions, columns[key][1], columns[key][2])
     try:
         if isinstance(spec, SparseFeature):
-            sparse = _sparse(column.name, spec, stand_in, batch, single=False)
+            sparse = sparse_output(column.name, spec, stand_in, batch, single=False)
             rows = np.bincount(sparse.indices[:, 0], minlength=batch) if batch else np.zeros(0, np.int64)
             offsets = _offsets(rows)
             coords = sparse.indices[:, 1:]
@@ -494,7 +494,7 @@ def _structured_array(column: _Column, flat: "pa.Array", columns: dict[str, Any]
             return pa.StructArray.from_arrays(
                 [pa.LargeListArray.from_arrays(offsets, index), pa.LargeListArray.from_arrays(offsets, values)],
                 fields=list(arrow_type))
-        ragged = _ragged(column.name, spec, stand_in, batch, single=False)  # type: ignore[arg-type]
+        ragged = ragged_output(column.name, spec, stand_in, batch, single=False)  # type: ignore[arg-type]
     except ParseError as e:
         raise _in_file(e, first_record) from None
     return _ragged_values(ragged, flat)
@@ -594,10 +594,11 @@ def read_batches(
         format: ``"auto"`` (OneFlow's ``part-N`` names are OFRecord),
             ``"tfrecord"`` or ``"ofrecord"``. An OFRecord spec uses ``int64``,
             ``float32`` and ``string``; inferred columns also ``float64`` and ``int32``.
-        compression, verify, on_error: As for :class:`recordkit.TFRecordReader`:
-            ``on_error="skip"`` skips damaged stretches, each with a
-            :class:`recordkit.DataLossWarning`, the sample a schema is
-            inferred from included.
+        compression: As for :class:`recordkit.TFRecordReader`.
+        verify: As for :class:`recordkit.TFRecordReader`.
+        on_error: As for :class:`recordkit.TFRecordReader`: ``"skip"`` skips
+            damaged stretches, each with a :class:`recordkit.DataLossWarning`,
+            the sample a schema is inferred from included.
     """
     scan = TableScan(source, features, sequence_features=sequence_features, batch_size=batch_size, columns=columns,
                      compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from,
@@ -676,7 +677,7 @@ class TableScan:
                 raise ValueError("OFRecord files hold no feature lists: sequence_features is for SequenceExamples")
             container = ("ofrecord" if self.format == "ofrecord" else "example" if sequence_features is None
                          else "sequence_example")
-            plan = _plan(container, features or {}, sequence_features or {}, columns)
+            plan = _table_plan(container, features or {}, sequence_features or {}, columns)
         self.plan, self.strings, self.batch_size = plan, strings, batch_size
         self.compression, self.verify, self.on_error = compression, verify, on_error
         self.schema = pa.schema([pa.field(c.name, _arrow_type(c, strings), nullable=c.nullable) for c in plan.columns])
@@ -692,28 +693,28 @@ class TableScan:
         of their headers, and cut at records whose offset the count remembered;
         compressed and remote files are one range each (reaching record i
         means reading everything before it); empty files none."""
-        from recordkit.dataset import _CHECKPOINT_EVERY, _survey
+        from recordkit.dataset import CHECKPOINT_EVERY, survey_file
 
         if self.on_error == "skip":
-            return [RecordRange(path, size=_local_size(path)) for path in self.files]
-        surveys = [(path, _survey(path, self.format)) for path in self.files]
+            return [RecordRange(path, size=local_size(path)) for path in self.files]
+        surveys = [(path, survey_file(path, self.format)) for path in self.files]
         total = sum(survey.records for _, survey in surveys if survey is not None)
         whole = sum(survey is None for _, survey in surveys)
         share = -(-total // max(1, pieces - whole))
         out: list[RecordRange] = []
         for path, survey in surveys:
             if survey is None:
-                out.append(RecordRange(path, size=_local_size(path)))
+                out.append(RecordRange(path, size=local_size(path)))
                 continue
             if not survey.records:
                 continue
             size = os.path.getsize(path)
             by_bytes = -(-min_bytes * survey.records // max(1, size))
-            # Cuts fall on remembered offsets (every _CHECKPOINT_EVERY records), so a
+            # Cuts fall on remembered offsets (every CHECKPOINT_EVERY records), so a
             # task seeks straight to its first record.
-            step = -(-max(share, by_bytes, 1) // _CHECKPOINT_EVERY) * _CHECKPOINT_EVERY
+            step = -(-max(share, by_bytes, 1) // CHECKPOINT_EVERY) * CHECKPOINT_EVERY
             starts = list(range(0, survey.records, step))
-            seeks = [int(survey.checkpoints[start // _CHECKPOINT_EVERY]) for start in starts]
+            seeks = [int(survey.checkpoints[start // CHECKPOINT_EVERY]) for start in starts]
             for start, seek, end in zip(starts, seeks, seeks[1:] + [size]):
                 out.append(RecordRange(path, start, min(start + step, survey.records), seek, end - seek))
         return out
@@ -798,7 +799,7 @@ class _SequenceBatches:
         self.scanner.close()
 
 
-def _local_size(path: str) -> int | None:
+def local_size(path: str) -> int | None:
     try:
         return os.path.getsize(path)
     except OSError:

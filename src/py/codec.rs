@@ -10,11 +10,13 @@ use crate::columns::{
     FlatBytes, Footers, InMapping, KeptCounts, OwnedColumn, OwnedValues, Request, SequenceColumn,
     Strings,
 };
+use crate::encode::{
+    map_key_order, put_example, put_feature_map, put_sequence_example, OffsetBytes, Steps, Values,
+};
 use crate::error::Error;
 use crate::example::{
     check_feature_entry, check_feature_list_entry, dedup, feature, for_each_entry,
-    for_each_example_entry, for_each_sequence_entry, map_key_order, put_example, put_feature_map,
-    put_sequence_example, Feature, Kind, OffsetBytes, Schema, Steps, Values,
+    for_each_example_entry, for_each_sequence_entry, Feature, Kind, Schema,
 };
 use crate::interned::{intern, Interned};
 use crate::py::files::Payload;
@@ -674,7 +676,7 @@ pub fn encode_feature<'py>(
     crate::py::errors::guard(|| {
         let mut out = Vec::new();
         if let Some(kind) = kind {
-            let held = Held::extract(kind, values)?;
+            let held = BorrowedValues::extract(kind, values)?;
             held.slices()?
                 .all()
                 .put_feature(&mut out, self::schema(schema)?)
@@ -692,7 +694,7 @@ pub fn encode_list<'py>(
     values: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     crate::py::errors::guard(|| {
-        let held = Held::extract(kind, values)?;
+        let held = BorrowedValues::extract(kind, values)?;
         let mut out = Vec::new();
         held.slices()?.all().put_list(&mut out);
         Ok(PyBytes::new(py, &out))
@@ -721,7 +723,7 @@ fn no_utf8(py: Python<'_>, index: usize, error: PyErr) -> PyErr {
 
 /// Values for encoding, borrowed from Python objects (NumPy arrays of the
 /// kind's dtype, or a list of bytes).
-pub enum Held<'py> {
+pub enum BorrowedValues<'py> {
     Bytes(Vec<Payload>),
     /// NumPy `S`-dtype strings: the raw cells and their width.
     FixedBytes(PyReadonlyArray1<'py, u8>, usize),
@@ -733,8 +735,8 @@ pub enum Held<'py> {
     Int64(PyReadonlyArray1<'py, i64>),
 }
 
-impl<'py> Held<'py> {
-    pub fn extract(kind: &str, values: &Bound<'py, PyAny>) -> PyResult<Held<'py>> {
+impl<'py> BorrowedValues<'py> {
+    pub fn extract(kind: &str, values: &Bound<'py, PyAny>) -> PyResult<BorrowedValues<'py>> {
         let wrong = |e: PyErr| {
             PyTypeError::new_err(format!(
                 "values for a {kind} must be a contiguous array of its dtype: {e}"
@@ -742,24 +744,24 @@ impl<'py> Held<'py> {
         };
         if kind == "bytes_fixed" {
             let (cells, width): (PyReadonlyArray1<'py, u8>, usize) = values.extract()?;
-            return Ok(Held::FixedBytes(cells, width));
+            return Ok(BorrowedValues::FixedBytes(cells, width));
         }
         if kind == "bytes_offsets" {
             let (offsets, data) = values.extract().map_err(wrong)?;
-            return Ok(Held::OffsetBytes(offsets, data));
+            return Ok(BorrowedValues::OffsetBytes(offsets, data));
         }
         Ok(match kind_by_name(kind)? {
-            Kind::Bytes => Held::Bytes(
+            Kind::Bytes => BorrowedValues::Bytes(
                 values
                     .try_iter()?
                     .enumerate()
                     .map(|(i, v)| Payload::extract(&v?).map_err(|e| no_utf8(values.py(), i, e)))
                     .collect::<PyResult<_>>()?,
             ),
-            Kind::Float => Held::Float(values.extract().map_err(wrong)?),
-            Kind::Double => Held::Double(values.extract().map_err(wrong)?),
-            Kind::Int32 => Held::Int32(values.extract().map_err(wrong)?),
-            Kind::Int64 => Held::Int64(values.extract().map_err(wrong)?),
+            Kind::Float => BorrowedValues::Float(values.extract().map_err(wrong)?),
+            Kind::Double => BorrowedValues::Double(values.extract().map_err(wrong)?),
+            Kind::Int32 => BorrowedValues::Int32(values.extract().map_err(wrong)?),
+            Kind::Int64 => BorrowedValues::Int64(values.extract().map_err(wrong)?),
         })
     }
 
@@ -767,21 +769,21 @@ impl<'py> Held<'py> {
     pub fn slices(&self) -> PyResult<Flat<'_>> {
         let not_contiguous = |_| PyValueError::new_err("values must be a contiguous array");
         Ok(match self {
-            Held::Bytes(v) => Flat::Bytes(v.iter().map(|b| &**b).collect()),
-            Held::FixedBytes(a, width) => {
+            BorrowedValues::Bytes(v) => Flat::Bytes(v.iter().map(|b| &**b).collect()),
+            BorrowedValues::FixedBytes(a, width) => {
                 Flat::FixedBytes(a.as_slice().map_err(not_contiguous)?, *width)
             }
-            Held::OffsetBytes(offsets, data) => Flat::Offsets(
+            BorrowedValues::OffsetBytes(offsets, data) => Flat::Offsets(
                 OffsetBytes::new(
                     offsets.as_slice().map_err(not_contiguous)?,
                     data.as_slice().map_err(not_contiguous)?,
                 )
                 .map_err(PyValueError::new_err)?,
             ),
-            Held::Float(a) => Flat::Float(a.as_slice().map_err(not_contiguous)?),
-            Held::Double(a) => Flat::Double(a.as_slice().map_err(not_contiguous)?),
-            Held::Int32(a) => Flat::Int32(a.as_slice().map_err(not_contiguous)?),
-            Held::Int64(a) => Flat::Int64(a.as_slice().map_err(not_contiguous)?),
+            BorrowedValues::Float(a) => Flat::Float(a.as_slice().map_err(not_contiguous)?),
+            BorrowedValues::Double(a) => Flat::Double(a.as_slice().map_err(not_contiguous)?),
+            BorrowedValues::Int32(a) => Flat::Int32(a.as_slice().map_err(not_contiguous)?),
+            BorrowedValues::Int64(a) => Flat::Int64(a.as_slice().map_err(not_contiguous)?),
         })
     }
 }
@@ -856,14 +858,14 @@ impl Flat<'_> {
     }
 }
 
-type HeldEntry<'py> = (Vec<u8>, Option<Held<'py>>);
+type BorrowedEntry<'py> = (Vec<u8>, Option<BorrowedValues<'py>>);
 
-fn held_entries<'py>(entries: &Bound<'py, PyAny>) -> PyResult<Vec<HeldEntry<'py>>> {
-    let mut out: Vec<HeldEntry<'py>> = Vec::new();
+fn held_entries<'py>(entries: &Bound<'py, PyAny>) -> PyResult<Vec<BorrowedEntry<'py>>> {
+    let mut out: Vec<BorrowedEntry<'py>> = Vec::new();
     for item in entries.try_iter()? {
         let (key, kind, values): (String, Option<String>, Bound<'py, PyAny>) = item?.extract()?;
         let held = match kind {
-            Some(kind) => Some(Held::extract(&kind, &values)?),
+            Some(kind) => Some(BorrowedValues::extract(&kind, &values)?),
             None => None,
         };
         out.push((key.into_bytes(), held));
@@ -887,7 +889,12 @@ pub fn encode_features<'py>(
         let held = held_entries(entries)?;
         let flats: Vec<(&[u8], Option<Flat<'_>>)> = held
             .iter()
-            .map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?)))
+            .map(|(k, h)| {
+                Ok((
+                    k.as_slice(),
+                    h.as_ref().map(BorrowedValues::slices).transpose()?,
+                ))
+            })
             .collect::<PyResult<_>>()?;
         let values: Vec<(&[u8], Option<Values<'_>>)> = flats
             .iter()
@@ -918,20 +925,28 @@ pub fn encode_sequence<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     crate::py::errors::guard(|| {
         let context = held_entries(context)?;
-        let mut held_lists: Vec<(Vec<u8>, Vec<Option<Held<'py>>>)> = Vec::new();
+        let mut held_lists: Vec<(Vec<u8>, Vec<Option<BorrowedValues<'py>>>)> = Vec::new();
         for item in lists.try_iter()? {
             let (key, steps): (String, Bound<'py, PyAny>) = item?.extract()?;
             let mut held = Vec::new();
             for step in steps.try_iter()? {
                 let (kind, values): (Option<String>, Bound<'py, PyAny>) = step?.extract()?;
-                held.push(kind.map(|k| Held::extract(&k, &values)).transpose()?);
+                held.push(
+                    kind.map(|k| BorrowedValues::extract(&k, &values))
+                        .transpose()?,
+                );
             }
             held_lists.push((key.into_bytes(), held));
         }
         held_lists.sort_by(|a, b| map_key_order(&a.0, &b.0));
         let context_flats: Vec<(&[u8], Option<Flat<'_>>)> = context
             .iter()
-            .map(|(k, h)| Ok((k.as_slice(), h.as_ref().map(Held::slices).transpose()?)))
+            .map(|(k, h)| {
+                Ok((
+                    k.as_slice(),
+                    h.as_ref().map(BorrowedValues::slices).transpose()?,
+                ))
+            })
             .collect::<PyResult<_>>()?;
         let context_values: Vec<(&[u8], Option<Values<'_>>)> = context_flats
             .iter()
@@ -944,7 +959,7 @@ pub fn encode_sequence<'py>(
                     k.as_slice(),
                     steps
                         .iter()
-                        .map(|h| h.as_ref().map(Held::slices).transpose())
+                        .map(|h| h.as_ref().map(BorrowedValues::slices).transpose())
                         .collect::<PyResult<_>>()?,
                 ))
             })
@@ -1020,7 +1035,7 @@ impl ColumnSource {
     /// writes those arrays.
     pub unsafe fn lend(
         key: String,
-        values: Held<'_>,
+        values: BorrowedValues<'_>,
         splits: PyReadonlyArray1<'_, i64>,
         present: Option<PyReadonlyArray1<'_, bool>>,
     ) -> PyResult<ColumnSource> {
@@ -1033,7 +1048,7 @@ impl ColumnSource {
             .transpose()
             .map_err(not_contiguous)?;
         let values = match values {
-            Held::Bytes(payloads) => LentValues::Strings(payloads),
+            BorrowedValues::Bytes(payloads) => LentValues::Strings(payloads),
             // SAFETY: the caller keeps the arrays alive and unchanged while
             // the source lives (this function's contract); only the lifetime changes.
             held => LentValues::Flat(unsafe {

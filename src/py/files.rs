@@ -99,18 +99,6 @@ impl Payload {
         Payload::extract(obj)
     }
 
-    /// A record to write: a recordkit message (`Example`, `SequenceExample`,
-    /// `OFRecord`), encoded straight from its state; else as [`Payload::extract`].
-    pub fn record(obj: &Bound<'_, PyAny>) -> PyResult<Payload> {
-        if obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyString>() {
-            return Payload::extract(obj); // the common case, without the messages' checks
-        }
-        match crate::py::messages::record_bytes(obj) {
-            Some(encoded) => Ok(Payload::Encoded(encoded)),
-            None => Payload::extract(obj),
-        }
-    }
-
     /// A record to write: bytes-like, or `str` (written as UTF-8).
     pub fn extract(obj: &Bound<'_, PyAny>) -> PyResult<Payload> {
         if obj.is_instance_of::<PyString>() {

@@ -5,6 +5,7 @@ pub mod batches;
 pub mod codec;
 pub mod errors;
 pub mod files;
+pub mod list_column;
 pub mod lists;
 pub mod memory;
 pub mod messages;

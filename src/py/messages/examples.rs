@@ -7,11 +7,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyIterator, PyList, PySlice, PyString, PyTuple};
 
 use crate::example::Schema;
-use crate::message::{
-    lock, shared, Example as ExampleNode, Feature, FeatureList as ListNode,
-    FeatureLists as ListsNode, FeatureMap, SequenceExample as SequenceNode, Shared,
-};
+use crate::message::{lock, shared, Example as ExampleNode, Feature, FeatureMap, Shared};
 use crate::message_class;
+use crate::message_sequence::{
+    FeatureList as ListNode, FeatureLists as ListsNode, SequenceExample as SequenceNode,
+};
 use crate::message_text::Text;
 use crate::py::messages::features::{feature_from_kwargs, feature_object, Features, TfFeature};
 use crate::py::messages::Message;
@@ -20,7 +20,7 @@ use crate::wire::Malformed;
 /// ``tf.train.Example``: one record, a :class:`Features` map.
 #[pyclass(module = "recordkit.train", name = "Example", frozen)]
 pub struct Example {
-    /// Held here rather than shared: no other handle reaches an Example (one
+    /// BorrowedValues here rather than shared: no other handle reaches an Example (one
     /// allocation fewer for every message parsed).
     pub node: Mutex<ExampleNode>,
 }

@@ -11,7 +11,8 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-use crate::example::{dedup, for_each_entry, for_each_example_entry, map_key_order, Kind, Schema};
+use crate::encode::map_key_order;
+use crate::example::{dedup, for_each_entry, for_each_example_entry, Kind, Schema};
 use crate::message::{encode_features, lock, shared, Feature, List};
 use crate::py::messages::features::TfFeature;
 use crate::py::messages::malformed;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyList, PyString};
 
-use crate::example::{map_key_order, Kind, Schema};
+use crate::encode::map_key_order;
+use crate::example::{Kind, Schema};
 use crate::message::{lock, shared, Example, Feature, FeatureMap, List};
 use crate::py::errors::parse_error;
 

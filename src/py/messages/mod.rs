@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use crate::error::Error;
+use crate::py::files::Payload;
 use crate::wire::Malformed;
 
 /// A message's bytes that do not parse, as `recordkit.ParseError`.
@@ -36,8 +37,20 @@ pub fn serialized(data: &Bound<'_, PyAny>) -> PyResult<Arc<[u8]>> {
             "a serialized message is bytes, not str: pass the bytes a file or SerializeToString() gave",
         ));
     }
-    let payload = crate::py::files::Payload::serialized(data)?;
+    let payload = Payload::serialized(data)?;
     Ok(Arc::from(&*payload))
+}
+
+/// A record to write: a recordkit message (`Example`, `SequenceExample`,
+/// `OFRecord`), encoded straight from its state; else as [`Payload::extract`].
+pub fn record_payload(obj: &Bound<'_, PyAny>) -> PyResult<Payload> {
+    if obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyString>() {
+        return Payload::extract(obj); // the common case, without the messages' checks
+    }
+    match record_bytes(obj) {
+        Some(encoded) => Ok(Payload::Encoded(encoded)),
+        None => Payload::extract(obj),
+    }
 }
 
 /// The bytes of a record-level message (`Example`, `SequenceExample`,
