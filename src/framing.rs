@@ -472,6 +472,7 @@ impl Scanner {
 
     /// Counts the remaining records without checking payload CRCs.
     pub fn count(&mut self) -> Result<u64> {
+        self.count_in_parallel();
         let verify = std::mem::replace(&mut self.verify, false);
         let mut spans = Vec::new();
         let result = loop {
@@ -483,6 +484,24 @@ impl Scanner {
         };
         self.verify = verify;
         result
+    }
+
+    /// Frames the rest of a mapped, uncompressed TFRecord file on every
+    /// thread, where it is large enough and intact (see `parallel_framing`),
+    /// and moves past it; else leaves the scanner where it is, for the serial
+    /// count to frame it (and report any damage as it always does).
+    fn count_in_parallel(&mut self) {
+        if self.format != Format::TfRecord || self.skip_damaged {
+            return;
+        }
+        let (Some(all), Ok(from)) = (self.win.whole(), usize::try_from(self.pos)) else {
+            return;
+        };
+        let threads = crate::threads::available();
+        if let Some((frames, end)) = crate::parallel_framing::count_frames(all, from, threads) {
+            self.records += frames;
+            self.pos = end as u64;
+        }
     }
 
     fn data_loss(&self, kind: DamageKind, offset: u64, detail: String) -> DataLoss {

@@ -15,8 +15,10 @@ pub mod map_guard;
 pub mod message;
 pub mod message_sequence;
 pub mod message_text;
+pub mod parallel_framing;
 pub mod pool;
 mod py;
+pub mod random_access;
 pub mod raw;
 pub mod read_ahead;
 pub mod reserve;
@@ -65,7 +67,7 @@ mod _native {
     };
 
     #[pymodule_export]
-    use crate::py::random_access::PyFrameReader;
+    use crate::py::random_access::{PyFrameReader, PyIndexedFrames};
 
     #[pymodule_export]
     use crate::py::raw::_join_raw;

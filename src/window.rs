@@ -71,6 +71,26 @@ pub struct Mapping {
 }
 
 impl Mapping {
+    /// Maps `file` (not empty: mmap refuses a zero-length file), guarded
+    /// against truncation, with `advice` on how it will be read. Fails where
+    /// the mapping cannot be guarded (see [`crate::map_guard`]): the caller
+    /// then reads the file another way.
+    pub fn open(file: std::fs::File, advice: memmap2::Advice) -> io::Result<Mapping> {
+        // SAFETY: the mapping is read-only and private, and no Rust reference
+        // into it outlives the `Mapping`. Another process may still rewrite the
+        // file in place while it is mapped, changing bytes under a `&[u8]`:
+        // the contract every mmap-based reader (ripgrep, numpy.memmap, LMDB)
+        // makes, and record files are written under a temporary name and
+        // renamed when complete. Truncation is handled: `map_guard` turns the
+        // SIGBUS into zeros plus a flag, and `shrunk` reports it.
+        let map = unsafe { Mmap::map(&file)? };
+        let guard = Guarded::register(map.as_ptr(), map.len())
+            .ok_or_else(|| io::Error::other("the mapping cannot be guarded"))?;
+        // Advice is a hint; a kernel that ignores it changes nothing.
+        let _ = map.advise(advice);
+        Ok(Mapping { guard, map, file })
+    }
+
     /// Where bytes went missing from under the mapping because its file was
     /// truncated while read: what was read since cannot be trusted.
     pub fn shrunk(&self) -> Option<u64> {
@@ -138,20 +158,9 @@ impl MappedWindow {
                 released_pages: 0,
             });
         }
-        // SAFETY: the mapping is read-only and private, and no Rust reference
-        // into it outlives this window. Another process may still rewrite the
-        // file in place while it is mapped, changing bytes under a `&[u8]`:
-        // the contract every mmap-based reader (ripgrep, numpy.memmap, LMDB)
-        // makes, and record files are written under a temporary name and
-        // renamed when complete. Truncation is handled: `map_guard` turns the
-        // SIGBUS into zeros plus a flag, and `shrunk` reports it.
-        let map = unsafe { Mmap::map(&file)? };
-        let guard = Guarded::register(map.as_ptr(), map.len())
-            .ok_or_else(|| io::Error::other("the mapping cannot be guarded"))?;
-        // Advice is a hint; a kernel that ignores it changes nothing.
-        let _ = map.advise(memmap2::Advice::Sequential);
+        let map = Mapping::open(file, memmap2::Advice::Sequential)?;
         Ok(MappedWindow {
-            map: Some(Arc::new(Mapping { guard, map, file })),
+            map: Some(Arc::new(map)),
             len,
             released_pages: 0,
         })

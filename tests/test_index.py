@@ -93,6 +93,53 @@ def test_pytorch_dataloader_default_collate_and_batch_sampler(tmp_path: Path, wo
     assert sorted(seen) == list(range(100))
 
 
+def test_rows_collate_as_the_default_collate_makes_dict_rows(tmp_path: Path) -> None:
+    """The rows ``__getitems__`` gives are collated from their batch's columns; the
+    result is exactly what PyTorch's default collate makes of plain dicts of those values."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import default_collate
+
+    with rk.TFRecordWriter(tmp_path / "a.tfrecord") as writer:
+        for i in range(50):  # `pair` missing from every third record: its default, a read-only broadcast
+            features = {"i": i, "score": np.float32(i) / 4, "blob": b"x%d" % i}
+            if i % 3:
+                features["pair"] = [i, -i]
+            writer.write(rk.encode_example(features))
+    rk.build_index(tmp_path / "a.tfrecord")
+    spec = {"i": rk.FixedLenFeature([], "int64"), "score": rk.FixedLenFeature([], "float32"),
+            "pair": rk.FixedLenFeature([2], "int64", default_value=[7, 7]), "blob": rk.FixedLenFeature([], "string")}
+    ds = rk.IndexedDataset(tmp_path / "a.tfrecord", spec)
+    rows = ds.__getitems__([4, 0, 3, 49, 3])
+    single = ds[3]
+    assert len(rows) == 5 and list(rows[2]) == list(single)
+    assert all(np.array_equal(rows[2][name], single[name]) for name in spec)
+    as_dicts = [dict(row) for row in rows]
+    for chosen in (rows, rows[1:4], rows[::-1], rows[:1] + ds.__getitems__([9, 10])):  # whole, part, mixed batches
+        got, expected = default_collate(chosen), default_collate([dict(row) for row in chosen])
+        assert got.keys() == expected.keys()
+        for name in expected:
+            if isinstance(expected[name], torch.Tensor):
+                assert got[name].dtype == expected[name].dtype and torch.equal(got[name], expected[name]), name
+            else:
+                assert got[name] == expected[name], name
+    assert as_dicts[1]["pair"].tolist() == [7, 7] and as_dicts[0]["pair"].tolist() == [4, -4]
+
+
+def test_a_file_truncated_under_an_indexed_dataset_is_data_loss(tmp_path: Path) -> None:
+    # The file is mapped on first use; pages truncated away afterwards must not be read as records.
+    records = make(tmp_path / "a.tfrecord", 3000)
+    rk.build_index(tmp_path / "a.tfrecord")
+    ds = rk.IndexedDataset(tmp_path / "a.tfrecord")
+    assert ds[0] == records[0] and ds[[5, 2999]] == [records[5], records[2999]]
+    with open(tmp_path / "a.tfrecord", "r+b") as f:
+        f.truncate(4096)
+    # Once the file shrank, nothing read through its mapping is trusted, what is still there included.
+    for read in (lambda: ds[2999], lambda: ds[[1, 2999]], lambda: ds[1]):
+        with pytest.raises(rk.DataLossError) as error:
+            read()
+        assert error.value.kind in ("truncated_while_reading", "corrupt_length", "truncated_record")
+
+
 def test_tfrecord_package_index_is_accepted(tmp_path: Path) -> None:
     if importlib.util.find_spec("tfrecord") is None:
         pytest.skip("the tfrecord package is not installed")

@@ -420,3 +420,70 @@ def test_a_forked_child_runs_on_threads_of_its_own(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0"]
     assert rk.count_records(tmp_path / "t.tfrecord.child") == 200_000
+
+
+FRAMING_THREADS = (1, 2, 3, 7, 16)
+
+
+def _records_of_every_size(seed: int, total: int) -> list[bytes]:
+    """Records of 0 bytes to 4 MB, mostly small, about `total` bytes in all."""
+    rng = np.random.default_rng(seed)
+    records: list[bytes] = []
+    size = 0
+    while size < total:
+        kind = rng.integers(0, 10)
+        n = int(rng.integers(1 << 20, 4 << 20)) if kind == 0 else int(rng.integers(0, 3000)) if kind < 9 else 0
+        records.append(rng.bytes(n))
+        size += n + 16
+    return records
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_framing_on_every_thread_counts_every_record_once(tmp_path: Path, compression: str | None) -> None:
+    # Large enough that each of 16 threads gets a range of its own (a file of a few MB stays serial).
+    records = _records_of_every_size(fresh_seed(), 24 << 20)
+    path = tmp_path / ("r.tfrecord.gz" if compression else "r.tfrecord")
+    with rk.TFRecordWriter(path, compression=compression) as writer:
+        writer.write_many(records)
+    for count in FRAMING_THREADS:
+        rk.set_num_threads(count)
+        assert rk.count_records(path) == len(records), count
+
+
+def _frame_starts(path: Path) -> list[int]:
+    data = path.read_bytes()
+    starts, at = [], 0
+    while at < len(data):
+        starts.append(at)
+        at += 12 + int.from_bytes(data[at : at + 8], "little") + 4
+    return starts
+
+
+def test_framing_on_every_thread_reports_damage_as_one_thread_does(tmp_path: Path) -> None:
+    records = _records_of_every_size(fresh_seed(), 24 << 20)
+    path = tmp_path / "intact.tfrecord"
+    with rk.TFRecordWriter(path) as writer:
+        writer.write_many(records)
+    data = path.read_bytes()
+    starts = _frame_starts(path)
+    # The frame at or after each range boundary of 2, 3, 7 and 16 threads, and the last one.
+    boundaries = {len(data) // t * k for t in (2, 3, 7, 16) for k in range(1, t)}
+    damaged_frames = sorted({next((i for i, s in enumerate(starts) if s >= b), len(starts) - 1) for b in boundaries})
+    damaged_frames.append(len(starts) - 1)
+    for frame in damaged_frames[::3]:
+        for how in ("length", "cut"):
+            broken = bytearray(data)
+            if how == "length":
+                broken[starts[frame] + 3] ^= 0x10  # its length no longer matches its CRC
+            else:
+                broken = broken[: starts[frame] + 5]  # the file ends inside this frame's header
+            bad = tmp_path / f"bad-{frame}-{how}.tfrecord"
+            bad.write_bytes(bytes(broken))
+            outcomes = set()
+            for count in FRAMING_THREADS:
+                rk.set_num_threads(count)
+                with pytest.raises(rk.DataLossError) as error:
+                    rk.count_records(bad)
+                outcomes.add((error.value.offset, error.value.record_index, error.value.kind, str(error.value)))
+            assert len(outcomes) == 1, (frame, how, outcomes)
+            assert next(iter(outcomes))[1] == frame

@@ -23,7 +23,7 @@ class Dataset(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
-__all__ = ["TorchIterable", "TorchBatch", "BatchGroup", "Loader", "to_tensors", "keep"]
+__all__ = ["TorchIterable", "TorchBatch", "BatchGroup", "Loader", "to_tensors", "keep", "collate_rows_of_one_batch"]
 
 
 def to_tensors(item: Any) -> Any:
@@ -168,3 +168,31 @@ class Loader:
 
     def __repr__(self) -> str:
         return f"Loader({self.dataloader.dataset!r}, num_workers={self.dataloader.num_workers})"
+
+
+def _column_tensor(values: np.ndarray) -> Any:
+    """A column as the default collate makes it of its rows: a tensor of its
+    dtype (a list of ``bytes`` for strings)."""
+    if values.dtype == object:
+        return list(values)
+    # as_tensor shares a writable array's memory; a read-only one (a broadcast default) is copied.
+    return torch.as_tensor(values) if values.flags.writeable else torch.tensor(values)
+
+
+def collate_rows_of_one_batch(row_type: type) -> None:
+    """Registers with PyTorch's default collate (``default_collate_fn_map``, its
+    documented extension point) how rows of ``row_type`` (``IndexedDataset``'s
+    rows, each a view of one parsed batch) are collated: the batch's columns,
+    taken whole, instead of one value at a time. The result is what the default
+    collate makes of rows of NumPy values."""
+    from torch.utils.data._utils.collate import default_collate_fn_map
+
+    def collate(batch: list[Any], *, collate_fn_map: Any = None) -> dict[str, Any]:
+        columns = batch[0].columns
+        if any(row.columns is not columns for row in batch):  # rows of several batches: one by one
+            return torch.utils.data.default_collate([dict(row) for row in batch])
+        rows = np.fromiter((row.row for row in batch), np.int64, len(batch))
+        whole = len(rows) == len(next(iter(columns.values()))) and bool((rows == np.arange(len(rows))).all())
+        return {name: _column_tensor(values if whole else values[rows]) for name, values in columns.items()}
+
+    default_collate_fn_map.setdefault(row_type, collate)

@@ -96,7 +96,7 @@ def example_column_batches(
     OFRecords in files of that format: ``format`` as for :func:`scanned_batches`), framed, checked and parsed in Rust, the next
     batch on other threads while the caller takes this one (counts are -1 where a record
     lacks the feature; where every record holds the same count, they are that one number
-    broadcast, read-only). Batches do not span files. With ``limit``, at most that many
+    repeated, broadcast read-only past a few records). Batches do not span files. With ``limit``, at most that many
     records, taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``,
     byte strings come as ``(offsets, data)`` arrays instead of object arrays. With
     ``max_bytes``, a batch ends early once its records hold that many bytes."""

@@ -8,8 +8,8 @@ and ours work there.
 
 from __future__ import annotations
 
-import bisect
 import os
+import sys
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -18,10 +18,10 @@ from recordkit import _native
 from recordkit._sources import open_output
 from recordkit.discovery import list_files
 from recordkit.features import FeatureSpec, FixedLenFeature
-from recordkit.parsing import parse_example, parse_single_example
+from recordkit.parsing import Requests, assemble_outputs, plan_example, request_columns
 from recordkit.records import refuse_compressed
 
-__all__ = ["build_index", "read_index", "check_index", "checked_index", "existing_index", "IndexedDataset"]
+__all__ = ["build_index", "read_index", "check_index", "checked_index", "existing_index", "IndexedDataset", "ParsedRow"]
 
 def build_index(
     path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
@@ -179,6 +179,31 @@ def _index_for(path: str, index: str | None) -> tuple[np.ndarray, np.ndarray]:
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
+class ParsedRow(Mapping[str, Any]):
+    """One item of a batch that :meth:`IndexedDataset.__getitems__` parsed, as
+    ``ds[i]`` gives it: ``row[name]`` is the feature's value. It reads its
+    values from the batch's columns when asked, so that a batch of rows costs
+    no Python step per value; PyTorch's default collate takes such rows'
+    columns whole."""
+
+    __slots__ = ("columns", "row")
+
+    def __init__(self, columns: dict[str, Any], row: int) -> None:
+        self.columns, self.row = columns, row
+
+    def __getitem__(self, name: str) -> Any:
+        return self.columns[name][self.row]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
 class IndexedDataset:
     """A map-style dataset over TFRecord files: ``len(ds)``, ``ds[i]``, ``ds[[i, j, ...]]``.
 
@@ -231,44 +256,59 @@ class IndexedDataset:
             self._offsets.append(offsets)
             self._sizes.append(sizes)
             self._starts.append(self._starts[-1] + len(offsets))
-        self._readers: dict[int, Any] = {}
+        # Every record's file, offset and size, by its number across the files: a batch's
+        # entries are gathered with one NumPy indexing each, not a Python step per record.
+        self._all_offsets = np.concatenate(self._offsets).astype(np.uint64) if paths else np.empty(0, np.uint64)
+        self._all_sizes = np.concatenate(self._sizes).astype(np.uint64) if paths else np.empty(0, np.uint64)
+        counts = np.diff(np.asarray(self._starts, dtype=np.int64))
+        self._file_of = np.repeat(np.arange(len(paths), dtype=np.uint32), counts)
+        # The parse plan, made once: each item and batch goes straight to the Rust parser with it.
+        self._requests: Requests | None = None
+        if features is not None:
+            self._requests = Requests()
+            plan_example(features, self._requests)
+            self._request_list = self._requests.as_list()
+        self._frames: Any = None
 
     def __len__(self) -> int:
         return self._starts[-1]
 
-    def _reader(self, file: int) -> Any:
-        reader = self._readers.get(file)
-        if reader is None:
-            reader = self._readers[file] = _native.FrameReader(self.paths[file])
-        return reader
+    def _files(self) -> Any:
+        if self._frames is None:
+            self._frames = _native.IndexedFrames(self.paths)
+        return self._frames
 
-    def _locate(self, i: int) -> tuple[int, int]:
+    def _positions(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The records' numbers across the files, negative indices counted from the end."""
+        positions = np.asarray(indices)
+        if positions.dtype == object or positions.dtype == bool or positions.ndim != 1 or (
+                positions.size and positions.dtype.kind not in "iu"):
+            if positions.size == 0:
+                return np.empty(0, np.int64)
+            raise TypeError(f"indices must be a sequence of integers, not {type(indices).__name__} "
+                            f"of {positions.dtype}")
+        positions = positions.astype(np.int64, copy=False)
         n = len(self)
-        if not -n <= i < n:
-            raise IndexError(f"index {i} out of range for {n} records")
-        i %= n
-        file = bisect.bisect_right(self._starts, i) - 1
-        return file, i - self._starts[file]
+        bad = (positions < -n) | (positions >= n)
+        if bad.any():
+            raise IndexError(f"index {int(positions[np.argmax(bad)])} out of range for {n} records")
+        return np.where(positions < 0, positions + n, positions)
 
-    def records(self, indices: Sequence[int]) -> list[bytes]:
-        """The raw records at ``indices``, in that order."""
-        located = [self._locate(int(i)) for i in indices]
-        out: list[bytes | None] = [None] * len(located)
-        by_file: dict[int, list[int]] = {}
-        for position, (file, _) in enumerate(located):
-            by_file.setdefault(file, []).append(position)
-        for file, positions in by_file.items():
-            local = np.array([located[p][1] for p in positions], dtype=np.int64)
-            payloads = self._reader(file).read(
-                self._offsets[file][local], self._sizes[file][local],
-                (local + self._starts[file]).astype(np.uint64), self.verify,
-            )
-            for position, payload in zip(positions, payloads):
-                out[position] = payload
-        return out  # type: ignore[return-value]
+    def _entries(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return (self._file_of[positions], self._all_offsets[positions], self._all_sizes[positions],
+                positions.astype(np.uint64))
+
+    def records(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
+        """The raw records at ``indices``, in that order, read in one call."""
+        return self._files().read(*self._entries(self._positions(indices)), self.verify)
+
+    def _parsed(self, positions: np.ndarray, single: bool) -> dict[str, Any]:
+        columns = self._files().read_columns(*self._entries(positions), self._request_list, self.verify)
+        return assemble_outputs(self.features, request_columns(self._requests, columns),  # type: ignore[arg-type]
+                                len(positions), single=single)
 
     def __getitem__(self, i: int | Sequence[int] | np.ndarray) -> Any:
-        """One item, or for a list of indices one batch (as :meth:`__getitems__`).
+        """One item, or for a list of indices one batch (as :meth:`batch`).
 
         The batch form serves PyTorch's ``DataLoader(ds, batch_size=None,
         sampler=BatchSampler(RandomSampler(ds), 64, drop_last=False))``: one
@@ -276,18 +316,26 @@ class IndexedDataset:
         """
         if isinstance(i, slice):
             return self.batch(range(*i.indices(len(self))))
-        if not isinstance(i, (int, np.integer)):
+        if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
             return self.batch(i)
-        [record] = self.records([i])
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for {n} records")
+        position = int(i) % n
+        entry = (self._file_of.item(position), self._all_offsets.item(position), self._all_sizes.item(position),
+                 position)
         if self.features is None:
-            return record
-        return parse_single_example(record, self.features)
+            return self._files().read_one(*entry, self.verify)
+        columns = self._files().read_one_columns(*entry, self._request_list, self.verify)
+        return assemble_outputs(self.features, request_columns(self._requests, columns), 1, single=True)
 
-    def batch(self, indices: Sequence[int]) -> Any:
+    def batch(self, indices: Sequence[int] | np.ndarray) -> Any:
         """One batch: the raw records, or with ``features`` one parsed batch
-        (:func:`parse_example`'s columns), read and parsed in one call each."""
-        records = self.records(indices)
-        return records if self.features is None else parse_example(records, self.features)
+        (:func:`parse_example`'s columns), read and parsed in one call."""
+        positions = self._positions(indices)
+        if self.features is None:
+            return self._files().read(*self._entries(positions), self.verify)
+        return self._parsed(positions, single=False)
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         """PyTorch's batched fetch: the items at ``indices`` as a list, each as ``ds[i]`` gives it.
@@ -297,13 +345,17 @@ class IndexedDataset:
         rows, so ``DataLoader(ds, batch_size=32, shuffle=True)`` and its
         default collate give batches of tensors.
         """
-        records = self.records(indices)
+        positions = self._positions(indices)
         if self.features is None:
-            return records
+            return self._files().read(*self._entries(positions), self.verify)
         if not all(isinstance(spec, FixedLenFeature) for spec in self.features.values()):
-            return [parse_single_example(record, self.features) for record in records]
-        columns = parse_example(records, self.features)
-        return [{name: column[row] for name, column in columns.items()} for row in range(len(records))]
+            return [self._parsed(positions[k : k + 1], single=True) for k in range(len(positions))]
+        columns = self._parsed(positions, single=False)
+        if "torch" in sys.modules:
+            from recordkit._torch import collate_rows_of_one_batch
+
+            collate_rows_of_one_batch(ParsedRow)
+        return [ParsedRow(columns, row) for row in range(len(positions))]
 
     def __repr__(self) -> str:
         return f"IndexedDataset({len(self)} records in {len(self.paths)} file(s))"

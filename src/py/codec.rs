@@ -332,9 +332,17 @@ fn uniform_count(counts: &Counts) -> i64 {
 /// Counts as a NumPy array: where every record holds the same count, one
 /// number broadcast over the batch (read-only, as Python's readers only read
 /// counts), so that no array of a number per record is written.
+/// Records up to which equal counts are made as an array, not broadcast.
+const SMALL_BATCH: usize = 64;
+
 fn counts_to_py(py: Python<'_>, counts: Counts) -> Py<PyAny> {
     match counts.into_kept() {
         KeptCounts::Varied(varied) => varied.into_pyarray(py).into_any().unbind(),
+        // A few records' counts are cheaper made than broadcast (`broadcast_to`
+        // is a Python call of microseconds: most of one indexed item's parse).
+        KeptCounts::Same { count, records } if records <= SMALL_BATCH => {
+            vec![count; records].into_pyarray(py).into_any().unbind()
+        }
         KeptCounts::Same { count, records } => {
             let one = PyArray1::from_vec(py, vec![count]);
             py.import("numpy")
