@@ -8,9 +8,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::columns::{parse_examples_parallel, Footers, Strings};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::py::codec::{columns_to_py, requests, PyColumn};
-use crate::random_access::{read_frame, read_frame_at, FrameFiles};
+use crate::random_access::{read_frame_at, FrameFiles};
 
 /// An open record file read by offset, the GIL released during reads.
 #[pyclass(module = "recordkit._native", name = "FrameReader")]
@@ -49,46 +49,6 @@ impl PyFrameReader {
             let (file, path) = (&self.file, self.path.as_str());
             let (payload, next) = py.detach(|| read_frame_at(file, path, offset, verify))?;
             Ok((PyBytes::new(py, &payload), next))
-        })
-    }
-
-    /// The payloads of the TFRecord frames at `offsets` with `sizes` (whole
-    /// frames, as index files give them); `indices` name them in errors.
-    #[pyo3(signature = (offsets, sizes, indices, verify = true))]
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        offsets: PyReadonlyArray1<'py, u64>,
-        sizes: PyReadonlyArray1<'py, u64>,
-        indices: PyReadonlyArray1<'py, u64>,
-        verify: bool,
-    ) -> PyResult<Bound<'py, PyList>> {
-        crate::py::errors::guard(|| {
-            let (offsets, sizes, indices) =
-                (offsets.as_slice()?, sizes.as_slice()?, indices.as_slice()?);
-            if offsets.len() != sizes.len() || offsets.len() != indices.len() {
-                return Err(Error::InvalidArgument(
-                    "offsets, sizes and indices must have the same length".into(),
-                )
-                .into());
-            }
-            let (file, path) = (&self.file, self.path.as_str());
-            let payloads = py.detach(|| {
-                let file_len = file
-                    .metadata()
-                    .map_err(|source| Error::Io {
-                        path: path.to_string(),
-                        source,
-                    })?
-                    .len();
-                offsets
-                    .iter()
-                    .zip(sizes)
-                    .zip(indices)
-                    .map(|((&o, &s), &i)| read_frame(file, path, file_len, o, s, i, verify))
-                    .collect::<Result<Vec<_>>>()
-            })?;
-            PyList::new(py, payloads.iter().map(|p| PyBytes::new(py, p)))
         })
     }
 }
