@@ -156,6 +156,16 @@ def test_a_file_truncated_under_an_indexed_dataset_is_data_loss(tmp_path: Path) 
     assert set(kinds) <= {"truncated_while_reading", "corrupt_length", "truncated_record"}, kinds
 
 
+def test_a_dataset_in_use_pickles_without_its_open_files(tmp_path: Path) -> None:
+    import pickle
+
+    records = make(tmp_path / "a.tfrecord", 20)
+    ds = rk.IndexedDataset(tmp_path / "a.tfrecord")
+    assert ds[3] == records[3]  # its files are open now
+    copy = pickle.loads(pickle.dumps(ds))  # as a DataLoader worker started by spawn gets it
+    assert copy[[4, 3]] == [records[4], records[3]] and ds[19] == records[19]
+
+
 def test_tfrecord_package_index_is_accepted(tmp_path: Path) -> None:
     if importlib.util.find_spec("tfrecord") is None:
         pytest.skip("the tfrecord package is not installed")

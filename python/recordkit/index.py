@@ -244,7 +244,8 @@ class IndexedDataset:
         self.paths = paths
         self.features = features
         self.verify = verify
-        self._offsets, self._sizes, self._starts = [], [], [0]
+        self._starts = [0]
+        all_offsets, all_sizes = [], []
 
         def load(item: tuple[str, str | None]) -> tuple[np.ndarray, np.ndarray]:
             path, idx = item
@@ -253,13 +254,13 @@ class IndexedDataset:
             return _index_for(path, idx)
 
         for offsets, sizes in _in_parallel(load, list(zip(paths, indexes))):
-            self._offsets.append(offsets)
-            self._sizes.append(sizes)
+            all_offsets.append(offsets)
+            all_sizes.append(sizes)
             self._starts.append(self._starts[-1] + len(offsets))
         # Every record's file, offset and size, by its number across the files: a batch's
         # entries are gathered with one NumPy indexing each, not a Python step per record.
-        self._all_offsets = np.concatenate(self._offsets).astype(np.uint64) if paths else np.empty(0, np.uint64)
-        self._all_sizes = np.concatenate(self._sizes).astype(np.uint64) if paths else np.empty(0, np.uint64)
+        self._all_offsets = np.concatenate(all_offsets).astype(np.uint64) if paths else np.empty(0, np.uint64)
+        self._all_sizes = np.concatenate(all_sizes).astype(np.uint64) if paths else np.empty(0, np.uint64)
         counts = np.diff(np.asarray(self._starts, dtype=np.int64))
         self._file_of = np.repeat(np.arange(len(paths), dtype=np.uint32), counts)
         # The parse plan, made once: each item and batch goes straight to the Rust parser with it.
@@ -272,6 +273,10 @@ class IndexedDataset:
 
     def __len__(self) -> int:
         return self._starts[-1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The open files stay behind: a copy (a DataLoader worker under spawn) opens its own.
+        return dict(self.__dict__, _frames=None)
 
     def _files(self) -> Any:
         if self._frames is None:
