@@ -48,8 +48,8 @@ class StagedWrite:
 
     Tasks write into a hidden staging folder (``.recordkit-<write id>``, which
     no reader lists); the driver renames the files into place once every task
-    has succeeded (:meth:`commit`), or removes the folder when any failed
-    (:meth:`abort`). Files named ``<write id>_<task>.tfrecord`` never collide
+    has succeeded (``commit``), or removes the folder when any failed
+    (``abort``). Files named ``<write id>_<task>.tfrecord`` never collide
     with older writes, which are left as they are. On a cluster, ``path`` must
     be a filesystem every node and the driver share.
 

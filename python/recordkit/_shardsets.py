@@ -142,7 +142,7 @@ def write_manifest(finals: list[str], files: list[str], replaced: Sequence[str] 
                    fsync: bool = False) -> None:
     """Records, before any rename, what the set about to appear under ``finals``
     holds (``files[i]`` is the finished file that becomes ``finals[i]``) and the
-    files of the set it ``replaced`` (:func:`replaced_files`); with ``fsync``,
+    files of the set it ``replaced`` (``replaced_files``); with ``fsync``,
     flushed to the disk before it is renamed into place."""
     if any("://" in path for path in finals + files):
         return  # local sets only: a URL's files are renamed by its filesystem, and checked for completeness

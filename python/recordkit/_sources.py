@@ -146,12 +146,12 @@ def check_targets(targets: Any) -> None:
 
 
 class AtomicTarget:
-    """A file that appears under its final name only when :meth:`commit` runs.
+    """A file that appears under its final name only when ``commit`` runs.
 
     Writes go to a temporary name beside the target (``.name.tmp-<pid>-<random>``);
-    :meth:`commit` renames it into place, :meth:`discard` deletes it. Temporary
+    ``commit`` renames it into place, ``discard`` deletes it. Temporary
     files that killed writers left for the same name are removed when the next
-    writer starts. With ``fsync``, :meth:`commit` flushes the file, renames it,
+    writer starts. With ``fsync``, ``commit`` flushes the file, renames it,
     then flushes the folder, so that the committed file survives a power cut.
     File objects are written directly: their owner decides what becomes of them.
     """
@@ -256,7 +256,7 @@ def make_folders(directory: str) -> list[str]:
 
 
 def remove_empty_folders(made: list[str]) -> None:
-    """Removes the folders of :func:`make_folders`' list, deepest first, while
+    """Removes the folders of ``make_folders``' list, deepest first, while
     each is empty, taking each removed one off the list; the first that holds
     anything (another writer's file) stays, with those above it."""
     while made:

@@ -15,7 +15,7 @@ except ImportError:
 
 
 class Dataset(Protocol):
-    """What the adapters need of a :class:`recordkit.Dataset` (named here, not
+    """What the adapters need of a ``recordkit.Dataset`` (named here, not
     imported, so that this module does not import the one that imports it)."""
 
     def __iter__(self) -> Iterator[Any]: ...
@@ -28,7 +28,7 @@ __all__ = ["TorchIterable", "TorchBatch", "BatchGroup", "Loader", "to_tensors", 
 
 def to_tensors(item: Any) -> Any:
     """Numeric NumPy arrays become tensors (sharing memory), string arrays lists of ``bytes``;
-    dicts (as :class:`TorchBatch`), lists and tuples are converted inside; anything else is left as it is."""
+    dicts (as ``TorchBatch``), lists and tuples are converted inside; anything else is left as it is."""
     if isinstance(item, np.ndarray):
         if item.dtype.kind in "OSU":
             return item.tolist()
@@ -69,7 +69,7 @@ def keep(batch: Any) -> Any:
 
 
 class BatchGroup(list):  # type: ignore[type-arg]
-    """Several batches sent from a DataLoader worker as one message (see :class:`Loader`)."""
+    """Several batches sent from a DataLoader worker as one message (see ``Loader``)."""
 
 
 _GROUP_BYTES = 1 << 20
@@ -86,17 +86,17 @@ def _nbytes(item: Any) -> int:
 
 
 class TorchIterable(IterableDataset):  # type: ignore[misc]
-    """A recordkit :class:`~recordkit.Dataset` as a PyTorch ``IterableDataset``.
+    """A recordkit ``recordkit.Dataset`` as a PyTorch ``IterableDataset``.
 
     Each DataLoader worker reads its own share of the records (found from
     ``torch.utils.data.get_worker_info()``), so no ``worker_init_fn`` is needed
     and no record is read twice. Batching is recordkit's: pass
     ``batch_size=None`` to the DataLoader.
 
-    With ``group_batches > 1``, items are yielded as :class:`BatchGroup` lists
+    With ``group_batches > 1``, items are yielded as ``BatchGroup`` lists
     of up to that many batches (and about a megabyte): a DataLoader spends
     close to half a millisecond moving each item from a worker, as long as
-    parsing a batch of 1024 small records takes. :class:`Loader` unpacks them.
+    parsing a batch of 1024 small records takes. ``Loader`` unpacks them.
     """
 
     def __init__(self, dataset: "Dataset", group_batches: int = 1) -> None:
@@ -123,12 +123,12 @@ class TorchIterable(IterableDataset):  # type: ignore[misc]
         self.dataset.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
-        """The dataset's position (:meth:`recordkit.Dataset.state_dict`), as of the last item
+        """The dataset's position (``recordkit.Dataset.state_dict``), as of the last item
         yielded: torchdata's ``StatefulDataLoader`` takes it in each worker."""
         return self.dataset.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resumes the dataset from :meth:`state_dict` (:meth:`recordkit.Dataset.load_state_dict`)."""
+        """Resumes the dataset from ``state_dict`` (``recordkit.Dataset.load_state_dict``)."""
         self.dataset.load_state_dict(state)
 
     def __repr__(self) -> str:
@@ -136,7 +136,7 @@ class TorchIterable(IterableDataset):  # type: ignore[misc]
 
 
 class Loader:
-    """Iterates a ``DataLoader`` over a :class:`TorchIterable`, one batch at a time,
+    """Iterates a ``DataLoader`` over a ``TorchIterable``, one batch at a time,
     unpacking the groups its workers send. ``.dataloader`` is the DataLoader."""
 
     def __init__(self, dataloader: Any) -> None:
@@ -158,7 +158,7 @@ class Loader:
         return self._stateful().state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resumes a ``StatefulDataLoader`` mid-epoch from :meth:`state_dict`."""
+        """Resumes a ``StatefulDataLoader`` mid-epoch from ``state_dict``."""
         self._stateful().load_state_dict(state)
 
     def _stateful(self) -> Any:

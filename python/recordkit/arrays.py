@@ -55,7 +55,7 @@ class RaggedArray:
     """TensorFlow's ``RaggedTensor`` as NumPy arrays: rows of varying length.
 
     Row ``i`` is ``values[row_splits[i]:row_splits[i + 1]]``; ``values`` is
-    itself a :class:`RaggedArray` for more than one ragged dimension.
+    itself a ``RaggedArray`` for more than one ragged dimension.
 
     Attributes:
         values: The concatenated rows.

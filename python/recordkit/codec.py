@@ -315,7 +315,7 @@ def encode_sequence_example(context: Mapping[str, Any] | None, feature_lists: Ma
     """A serialized ``tf.train.SequenceExample``.
 
     Args:
-        context: ``{name: value}`` as for :func:`encode_example`.
+        context: ``{name: value}`` as for ``encode_example``.
         feature_lists: ``{name: steps}``, each step a value; all steps of a
             list get the same kind (``[[1, 2], [3]]`` is two int64 steps).
     """

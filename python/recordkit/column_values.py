@@ -171,14 +171,14 @@ def _uniform_splits(rows: int, width: int, shared: dict[tuple[int, int], np.ndar
     return splits
 
 
-# A column's Python objects not yet read (:func:`_read_rows`).
+# A column's Python objects not yet read (``_read_rows``).
 _UNREAD = object()
 
 
 def _from_array(name: str, array: np.ndarray, schema: str,
                 shared: dict[tuple[int, int], np.ndarray], warned: set[str] | None,
                 found: Any = _UNREAD) -> tuple[int, Column]:
-    """A NumPy column; ``found``: an object array's rows as :func:`_read_rows` read them, if it did."""
+    """A NumPy column; ``found``: an object array's rows as ``_read_rows`` read them, if it did."""
     rows = len(array)
     width = int(np.prod(array.shape[1:], dtype=np.int64)) if array.ndim > 1 else 1
     if array.dtype == object and array.ndim == 1:
@@ -211,7 +211,7 @@ def _from_sequence(name: str, column: list | ListRows, schema: str, shared: dict
                    warned: set[str] | None, found: Any = _UNREAD) -> tuple[int, Column]:
     """A column given as a Python list: read in Rust in one pass where its rows
     are plain scalars (or lists or tuples of them), else through NumPy.
-    ``found``: its rows as :func:`_read_rows` read them, if it did."""
+    ``found``: its rows as ``_read_rows`` read them, if it did."""
     fast = _from_python_values(name, column, schema, shared, warned, found)
     if fast is not None:
         return fast
@@ -302,7 +302,7 @@ def _from_python_values(name: str, rows: list | ListRows | np.ndarray, schema: s
     """A list or 1-D object array of rows of Python scalars (or lists or tuples
     of them, or NumPy arrays of one numeric dtype, or None) read in Rust in one
     pass, with no NumPy conversion; None for anything else. ``found``: what
-    :func:`_read_rows` read of it, when it was read with other columns."""
+    ``_read_rows`` read of it, when it was read with other columns."""
     if found is _UNREAD:
         (found,) = _read_rows([rows])
     if isinstance(found, ValueError) and len(found.args) == 2 and isinstance(found.args[0], int):
@@ -612,7 +612,7 @@ def normalize(columns: Any, schema: str, warned: set[str] | None = None,
     ``warned``: the columns already warned about (float64 stored as float32),
     kept by a caller that normalizes a stream of chunks. ``flat_bytes``: Arrow
     byte strings as ``"bytes_offsets"`` columns. Streams of record batches are
-    written a batch at a time (:func:`_write_stream`), never normalized whole.
+    written a batch at a time (``_write_stream``), never normalized whole.
     """
     return normalize_items(column_items(columns), schema, warned, flat_bytes)
 
@@ -638,7 +638,7 @@ def column_items(columns: Any) -> list[tuple[str, Any]]:
 
 def normalize_items(items: list[tuple[str, Any]], schema: str, warned: set[str] | None = None,
                      flat_bytes: bool = False) -> tuple[int, dict[str, Column]]:
-    """:func:`normalize` of columns as :func:`column_items` gives them."""
+    """``normalize`` of columns as ``column_items`` gives them."""
     warned = set() if warned is None else warned
     out: dict[str, Column] = {}
     shared_splits: dict[tuple[int, int], np.ndarray] = {}

@@ -1,7 +1,7 @@
 """Columns out of record files, without a Python object per record.
 
-:func:`read_examples` frames, CRC-checks and parses each batch in one call
-into Rust. Writing columns is :mod:`recordkit.writing`.
+``read_examples`` frames, CRC-checks and parses each batch in one call
+into Rust. Writing columns is ``recordkit.writing``.
 """
 
 from __future__ import annotations
@@ -31,22 +31,22 @@ def read_examples(
     """Yields parsed batches of Examples (or OFRecords) straight from files.
 
     Each batch is read, CRC-checked and parsed in Rust, with the GIL released;
-    with more than one thread (:func:`recordkit.set_num_threads`), threads read
+    with more than one thread (``recordkit.set_num_threads``), threads read
     and parse the next batches, a whole batch each, while the caller takes this
     one (as many as hold about 16 MiB of records; larger batches are each split
     between the threads instead).
-    Outputs are those of :func:`parse_example`. Batches do not span files, so
+    Outputs are those of ``parse_example``. Batches do not span files, so
     the last batch of each file may be smaller.
 
     Args:
-        paths: Anything :func:`recordkit.list_files` takes (a path or URL,
+        paths: Anything ``recordkit.list_files`` takes (a path or URL,
             a glob, a folder, ``name@N``, a list of them), or open file objects.
-        features: The parse spec, as for :func:`parse_example`.
+        features: The parse spec, as for ``parse_example``.
         batch_size: Records per batch. With large values (images of 100 KB
             and more), batches under about 30 MB of values read 2-3x faster:
             malloc keeps that much freed memory for the next batch, and gives
             more back to the system, to be faulted in again (see the README).
-        compression: As for :class:`TFRecordReader`.
+        compression: As for ``TFRecordReader``.
         verify: Check payload CRCs.
         format: ``"auto"`` (OneFlow's ``part-N`` files are OFRecord, whose
             feature maps are parsed with the same spec; the rest TFRecord),
@@ -93,11 +93,11 @@ def example_column_batches(
     max_bytes: int | None = None,
 ) -> Iterator[tuple[int, list[Any]]]:
     """``(records, [(values, counts, uniform)] per request)`` batches of Examples (of
-    OFRecords in files of that format: ``format`` as for :func:`scanned_batches`), framed, checked and parsed in Rust, the next
+    OFRecords in files of that format: ``format`` as for ``scanned_batches``), framed, checked and parsed in Rust, the next
     batch on other threads while the caller takes this one (counts are -1 where a record
     lacks the feature; where every record holds the same count, they are that one number
     repeated, broadcast read-only past a few records). Batches do not span files. With ``limit``, at most that many
-    records, taken from every file in turn (:func:`per_file_limit`). With ``flat_bytes``,
+    records, taken from every file in turn (``per_file_limit``). With ``flat_bytes``,
     byte strings come as ``(offsets, data)`` arrays instead of object arrays. With
     ``max_bytes``, a batch ends early once its records hold that many bytes."""
     def batches(scanner: Any, want: int | None, file_format: str) -> Any:
@@ -123,11 +123,11 @@ def scanned_batches(
     """``(file name, records, parsed)`` for each batch of ``batches(scanner, at_most, format)``,
     an iterable over a ``RecordScanner`` of each file in turn (``at_most`` is None for
     every record; an iterable with ``close`` is closed after). ``format`` is the file's:
-    with ``"auto"``, as :func:`recordkit.discovery.record_format` decides for every
+    with ``"auto"``, as ``recordkit.discovery.record_format`` decides for every
     reader (OneFlow's ``part-N`` files are OFRecord). Batches do not span
     files. With ``limit``, at most that many records, taken from every file in turn
-    (:func:`per_file_limit`). With ``on_error="skip"``, damaged stretches are
-    skipped, each with a :class:`DataLossWarning` once its file is done (or left)."""
+    (``per_file_limit``). With ``on_error="skip"``, damaged stretches are
+    skipped, each with a ``DataLossWarning`` once its file is done (or left)."""
     taken = 0
     for path in paths:
         want = None if limit is None else min(per_file_limit(limit, len(paths)), limit - taken)

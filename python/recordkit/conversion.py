@@ -64,7 +64,7 @@ def convert(
     image folder), or from ``source_format`` / ``destination_format``.
 
     Args:
-        shards: Write this many TFRecord files, named as :func:`shard_names`
+        shards: Write this many TFRecord files, named as ``shard_names``
             names them (``out/train-00000-of-00003.tfrecord`` ...), holding
             consecutive rows; or this many OFRecord parts.
         shard_size: Start a new shard after this many bytes (``"100MB"``).
@@ -72,7 +72,7 @@ def convert(
             sharded by that rule and smaller ones stay one file.
         output_compression: ``"gzip"``, ``"zlib"`` or ``"none"`` for TFRecord
             output; None (default) follows the destination's suffix (``.gz``, ``.zz``).
-        source_compression: Of TFRecord sources, as for :class:`TFRecordReader`:
+        source_compression: Of TFRecord sources, as for ``TFRecordReader``:
             ``"auto"`` (default: from the content), ``"none"``, ``"gzip"``, ``"zlib"``.
         features: Keep only these features (columns), in this order.
         progress: Report progress on stderr (default: when it is a terminal).

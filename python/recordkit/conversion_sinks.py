@@ -1,5 +1,5 @@
 """Where a conversion writes to: record files (one, or a shard set committed
-as a whole), Parquet, CSV, JSON lines and ``.npz`` (see :mod:`recordkit.conversion`).
+as a whole), Parquet, CSV, JSON lines and ``.npz`` (see ``recordkit.conversion``).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class RecordSink(Sink):
 
     def prepared(self, rows_before: int, columns: dict[str, Column]) -> dict[str, Column]:
         """``columns`` as an Example holds them (OFRecord's extra kinds converted, with
-        their warnings): done on the caller's thread, ahead of :meth:`write`, which may
+        their warnings): done on the caller's thread, ahead of ``write``, which may
         run on a helper thread. Errors name rows counted from the first, ``rows_before``
         rows before these."""
         if self.format != "tfrecord":
@@ -159,7 +159,7 @@ class RecordSink(Sink):
             raise error.shifted(rows_before) from None
 
     def write(self, rows: int, columns: dict[str, Column]) -> None:
-        """Writes ``rows`` rows of :meth:`prepared` columns, opening shards as they fill."""
+        """Writes ``rows`` rows of ``prepared`` columns, opening shards as they fill."""
         start = 0
         while start < rows:
             self._before_row()

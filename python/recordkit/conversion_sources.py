@@ -1,6 +1,6 @@
 """Where a conversion reads from: record files, Parquet, CSV, JSON lines,
 ``.npz`` and folders of images, each read a chunk of rows at a time as
-columns (see :mod:`recordkit.conversion`).
+columns (see ``recordkit.conversion``).
 """
 
 from __future__ import annotations

@@ -74,12 +74,12 @@ def read_tfrecords(
     """A Dask DataFrame of the records of ``source``, one partition per file,
     or about ``npartitions`` partitions, local uncompressed files cut into
     record ranges (compressed and remote files stay whole). Arguments as for
-    :func:`recordkit.read_table`; the schema is fixed here, the same in every
+    ``recordkit.read_table``; the schema is fixed here, the same in every
     partition. Each partition is its range's ``read_table(...)`` as a pandas
     DataFrame of Arrow-backed columns (``pd.ArrowDtype``): lists and byte
     strings stay what they are. A damaged record fails the computation with
-    :class:`recordkit.DataLossError`, unless ``on_error="skip"`` (then files
-    are read whole, and each skipped stretch warns with :class:`recordkit.DataLossWarning`).
+    ``recordkit.DataLossError``, unless ``on_error="skip"`` (then files
+    are read whole, and each skipped stretch warns with ``recordkit.DataLossWarning``).
     """
     scan = TableScan(source, features, sequence_features=sequence_features, columns=columns,
                      compression=compression, format=format, verify=verify, strings=strings, infer_from=infer_from,
@@ -104,7 +104,7 @@ def to_tfrecords(ddf: "dd.DataFrame", path: "str | os.PathLike[str]", *, compres
     the folder ``path``, named ``<write id>_<partition>.tfrecord``
     (``.tfrecord.gz`` with ``compression="gzip"``); an empty partition writes
     no file. Types as for
-    :func:`recordkit.write_examples`; a null is a missing feature.
+    ``recordkit.write_examples``; a null is a missing feature.
 
     All or nothing: partitions are written to hidden staging files, renamed
     into place once all have succeeded, removed if any fails. Returns the

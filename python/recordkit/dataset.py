@@ -1,6 +1,6 @@
 """Streaming datasets over many record files, for training loops.
 
-:class:`Dataset` reads many TFRecord or OFRecord files as one stream: split
+``Dataset`` reads many TFRecord or OFRecord files as one stream: split
 across distributed ranks and DataLoader workers so that every record goes to
 exactly one of them, shuffled from a seed, batched and parsed into NumPy
 columns with one call into Rust per batch, and prefetched on a background
@@ -324,7 +324,7 @@ class _Background:
     The thread starts at once. The Rust calls it makes release the GIL, so
     reading and parsing overlap with the consumer's work (or, one per file,
     with the reading of other files). Errors surface in the consumer, in
-    order. :meth:`close` stops the thread; the iterator it ran is closed on
+    order. ``close`` stops the thread; the iterator it ran is closed on
     that thread.
     """
 
@@ -483,13 +483,13 @@ class Dataset:
     Args:
         source: Paths, URLs, globs, directories, ``name@N`` shard sets or
             OneFlow ``part-NNNNN`` folders, or a list of them (see
-            :func:`list_files`).
-        features: A parse spec as for :func:`parse_example`. Batches are then
+            ``list_files``).
+        features: A parse spec as for ``parse_example``. Batches are then
             dicts of columns, unbatched items per-record dicts. None yields
             raw records (``bytes``; a batch is a list of them).
         format: ``"auto"`` (OneFlow's ``part-N`` names are OFRecord, others
             TFRecord), ``"tfrecord"`` or ``"ofrecord"``.
-        compression: As for :class:`TFRecordReader`; ``"auto"`` detects it per file.
+        compression: As for ``TFRecordReader``; ``"auto"`` detects it per file.
         verify: Check every payload CRC.
         cycle_length: How many files are read at a time, in turn, so that one
             slow or huge file does not hold up the rest and a shuffle buffer
@@ -642,7 +642,7 @@ class Dataset:
 
     def state_dict(self) -> dict[str, Any]:
         """Where this consumer stands, as a small JSON-able dict: taken mid-epoch, it
-        lets :meth:`load_state_dict` resume with exactly the items not yet delivered.
+        lets ``load_state_dict`` resume with exactly the items not yet delivered.
 
         The position is the epoch and how many items (batches, after ``.batch``)
         the latest iteration has handed out; an item counts as delivered once
@@ -672,7 +672,7 @@ class Dataset:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resumes from :meth:`state_dict`'s result: the next iteration delivers the
+        """Resumes from ``state_dict``'s result: the next iteration delivers the
         rest of the saved epoch, in the same order, then later epochs as usual.
 
         The dataset must be built the same way (files, steps, seed, shards),
@@ -718,7 +718,7 @@ class Dataset:
         self._resume = (int(state["delivered"]), [int(c) for c in state["consumer"]])
 
     def _file_identities(self) -> dict[str, str]:
-        """Each file's identity (:class:`_Identities`), by path."""
+        """Each file's identity (``_Identities``), by path."""
         return {path: self._identities.get(path) for path, _ in self._files}
 
     def _fingerprint(self) -> str:
@@ -886,7 +886,7 @@ class Dataset:
         and ragged results as recordkit's arrays. DataLoader workers split the
         records between them by themselves. Batching is recordkit's, so give
         the DataLoader ``batch_size=None``, and ``collate_fn=recordkit._torch.keep``
-        unless you want PyTorch to walk every string: :meth:`loader` does both.
+        unless you want PyTorch to walk every string: ``loader`` does both.
         """
         from recordkit._torch import TorchIterable
 
@@ -896,7 +896,7 @@ class Dataset:
         """Batches through a PyTorch ``DataLoader`` set up for recordkit's batches.
 
         Workers are persistent, so every ``for batch in loader`` is a new epoch
-        without calling :meth:`set_epoch`, and send their batches several to
+        without calling ``set_epoch``, and send their batches several to
         a message (a DataLoader spends about as long moving one message as
         recordkit takes to read and parse 1024 small records). Other keyword
         arguments go to the DataLoader (``pin_memory=True`` ...); the
@@ -904,7 +904,7 @@ class Dataset:
 
         ``stateful=True`` uses torchdata's ``StatefulDataLoader``: the result's
         ``state_dict()`` / ``load_state_dict()`` save and resume mid-epoch, each
-        worker from its own :meth:`state_dict`. Batches then travel one to a
+        worker from its own ``state_dict``. Batches then travel one to a
         message, so that a state never falls inside a group of them.
         """
         from recordkit._torch import Loader, TorchIterable, keep
@@ -939,7 +939,7 @@ class Dataset:
 
 
 def _register_with_torch() -> None:
-    """Makes a :class:`Dataset` a PyTorch ``IterableDataset`` (a virtual subclass), where
+    """Makes a ``Dataset`` a PyTorch ``IterableDataset`` (a virtual subclass), where
     torch is already imported, so that ``DataLoader(ds, batch_size=None)`` iterates it:
     its workers split the records by themselves. Importing torch here would cost seconds."""
     data = sys.modules.get("torch.utils.data")

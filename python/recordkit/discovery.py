@@ -2,9 +2,9 @@
 
 Every reader finds its files here, with one set of rules: paths and URLs,
 globs, folders, ``name@N`` shard sets and OneFlow ``part-NNNNN`` folders
-(:func:`list_files`); which files a folder listing passes over; whether a
-shard set is complete and whole (its manifest, see :mod:`recordkit._shardsets`);
-a file's record format (:func:`record_format`) and the compression a reader
+(``list_files``); which files a folder listing passes over; whether a
+shard set is complete and whole (its manifest, see ``recordkit._shardsets``);
+a file's record format (``record_format``) and the compression a reader
 or writer is asked for. This module imports nothing of recordkit's above
 ``_sources`` and ``_shardsets``, so that everything may import it.
 """
@@ -272,7 +272,7 @@ def list_files(source: PathLike | Sequence[PathLike]) -> list[str]:
 
 
 def expand_sources(sources: Source | Sequence[Source]) -> list[Source]:
-    """The files a source names, as :func:`list_files` finds them (globs,
+    """The files a source names, as ``list_files`` finds them (globs,
     folders, ``name@N``, lists), with open file objects kept as they are."""
     items = [sources] if isinstance(sources, (str, os.PathLike)) or hasattr(sources, "read") else list(sources)  # type: ignore[arg-type]
     if not items:
@@ -283,7 +283,7 @@ def expand_sources(sources: Source | Sequence[Source]) -> list[Source]:
 
 def _at_shards(base: str, count: int) -> list[str]:
     """``name@N``: the N shards ``name-00000-of-0000N`` (TensorFlow's spelling), or
-    ``name-00000-of-0000N.tfrecord`` and the like (what :func:`shard_names` writes
+    ``name-00000-of-0000N.tfrecord`` and the like (what ``shard_names`` writes
     for ``name.tfrecord``; ``name.tfrecord@N`` finds those too)."""
     if count < 1:
         raise ValueError(f"{base}@{count}: a shard count must be at least 1")

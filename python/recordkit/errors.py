@@ -79,7 +79,7 @@ class ParseError(RecordkitError, ValueError):
     """Records do not fit a parse spec, or are not valid messages.
 
     Carries the facts TensorFlow's error carries: the feature key and the
-    record's index in the batch (in the file, for :func:`read_examples`).
+    record's index in the batch (in the file, for ``read_examples``).
 
     Attributes:
         key: The feature the problem is in (None when the record as a whole is bad).

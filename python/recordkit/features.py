@@ -154,7 +154,7 @@ class FixedLenFeature:
 
 @dataclass(frozen=True)
 class VarLenFeature:
-    """Any number of values per record; parsed into a :class:`SparseArray`."""
+    """Any number of values per record; parsed into a ``SparseArray``."""
 
     dtype: str
 

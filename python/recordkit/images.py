@@ -1,7 +1,7 @@
 """Image dimensions from JPEG and PNG headers, without decoding and without dependencies.
 
 The TensorFlow tutorial reads ``height``, ``width`` and ``depth`` with
-``tf.image.decode_jpeg(image).shape``; :func:`image_shape` gives the same
+``tf.image.decode_jpeg(image).shape``; ``image_shape`` gives the same
 numbers from the file's header.
 """
 

@@ -134,7 +134,7 @@ def check_index(index_path: str, offsets: np.ndarray, sizes: np.ndarray, file_si
 
 
 def _broken_chain(index_path: str, entry: int | None, problem: str) -> None:
-    """Raises the ``ValueError`` for :func:`check_index`, naming the line of the ``entry``-th record."""
+    """Raises the ``ValueError`` for ``check_index``, naming the line of the ``entry``-th record."""
     where = index_path
     if entry is not None:
         with open(index_path, "rb") as f:
@@ -180,7 +180,7 @@ def _index_for(path: str, index: str | None) -> tuple[np.ndarray, np.ndarray]:
 
 
 class ParsedRow(Mapping[str, Any]):
-    """One item of a batch that :meth:`IndexedDataset.__getitems__` parsed, as
+    """One item of a batch that ``IndexedDataset.__getitems__`` parsed, as
     ``ds[i]`` gives it: ``row[name]`` is the feature's value. It reads its
     values from the batch's columns when asked, so that a batch of rows costs
     no Python step per value; PyTorch's default collate takes such rows'
@@ -211,16 +211,16 @@ class IndexedDataset:
     its default collate (``__getitems__`` is PyTorch's batched fetch), and as
     a Grain ``RandomAccessDataSource``. Records are read by offset and
     CRC-checked in Rust, a batch per call. ``ds[list_of_indices]`` (or
-    :meth:`batch`) gives a whole parsed batch in one call: with PyTorch,
+    ``batch``) gives a whole parsed batch in one call: with PyTorch,
     ``DataLoader(ds, batch_size=None, sampler=BatchSampler(RandomSampler(ds), 64, drop_last=False))``.
 
     Args:
-        source: TFRecord files: anything :func:`recordkit.list_files` takes (a
+        source: TFRecord files: anything ``recordkit.list_files`` takes (a
             path, a glob, a folder, ``name@N``, a list); records are numbered
             across the files in order. Files must be uncompressed.
         features: A parse spec: items are then parsed (``ds[i]`` gives
-            :func:`parse_single_example`'s shapes, ``__getitems__`` a batch
-            as :func:`parse_example`). None gives raw ``bytes``.
+            ``parse_single_example``'s shapes, ``__getitems__`` a batch
+            as ``parse_example``). None gives raw ``bytes``.
         index: Index file(s) matching ``source``. When None, ``<path>.idx``
             (or a fresh ``.index`` / ``.tfindex`` of DALI or tfrecord2idx) is
             used, and built on first use when missing, cached beside the
@@ -313,7 +313,7 @@ class IndexedDataset:
                                 len(positions), single=single)
 
     def __getitem__(self, i: int | Sequence[int] | np.ndarray) -> Any:
-        """One item, or for a list of indices one batch (as :meth:`batch`).
+        """One item, or for a list of indices one batch (as ``batch``).
 
         The batch form serves PyTorch's ``DataLoader(ds, batch_size=None,
         sampler=BatchSampler(RandomSampler(ds), 64, drop_last=False))``: one
@@ -336,7 +336,7 @@ class IndexedDataset:
 
     def batch(self, indices: Sequence[int] | np.ndarray) -> Any:
         """One batch: the raw records, or with ``features`` one parsed batch
-        (:func:`parse_example`'s columns), read and parsed in one call."""
+        (``parse_example``'s columns), read and parsed in one call."""
         positions = self._positions(indices)
         if self.features is None:
             return self._files().read(*self._entries(positions), self.verify)

@@ -1,6 +1,6 @@
 """OneFlow's ``OFRecord`` messages (``oneflow/core/record/record.proto``) without OneFlow.
 
-An ``OFRecord`` is a map from names to :class:`Feature`, like TensorFlow's
+An ``OFRecord`` is a map from names to ``Feature``, like TensorFlow's
 ``Features`` (one level less nesting than an ``Example``). A Feature holds one
 of ``bytes_list``, ``float_list``, ``double_list``, ``int32_list`` or
 ``int64_list``; on the wire, field 3 is ``double_list`` here but ``int64_list``

@@ -32,7 +32,7 @@ class TFRecordOptions:
 
     Args:
         compression_type: ``"GZIP"``, ``"ZLIB"`` or ``""``/None (none), in any
-            case, a :class:`TFRecordCompressionType`, or another
+            case, a ``TFRecordCompressionType``, or another
             ``TFRecordOptions`` (its type is taken).
         flush_mode: zlib's flush mode (``zlib.Z_SYNC_FLUSH`` ...). recordkit's
             ``flush()`` always makes a flush point that a reader can read up
@@ -134,7 +134,7 @@ class WriterOptions:
 
 def writer_options(compression: Any = None, options: Any = None, compression_level: int | None = None) -> WriterOptions:
     """A writer's options from its ``compression`` (a string, None, a
-    :class:`TFRecordCompressionType` or :class:`TFRecordOptions`, as TensorFlow's
+    ``TFRecordCompressionType`` or ``TFRecordOptions``, as TensorFlow's
     writer takes them in that place), its ``options`` and ``compression_level``.
 
     Raises:

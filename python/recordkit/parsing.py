@@ -471,17 +471,17 @@ def parse_example(serialized: Iterable[bytes], features: Mapping[str, FeatureSpe
 
     Args:
         serialized: A list (or 1-D object array) of serialized Examples.
-        features: ``{name: spec}`` with :class:`FixedLenFeature`, :class:`VarLenFeature`,
-            :class:`SparseFeature`, :class:`RaggedFeature` or
-            :class:`FixedLenSequenceFeature` (``allow_missing=True``) specs.
+        features: ``{name: spec}`` with ``FixedLenFeature``, ``VarLenFeature``,
+            ``SparseFeature``, ``RaggedFeature`` or
+            ``FixedLenSequenceFeature`` (``allow_missing=True``) specs.
         example_names: Accepted for TensorFlow compatibility; errors give the
             record's index instead.
         name: TensorFlow's op name: accepted, and not used.
 
     Returns:
         ``{name: output}``: dense NumPy arrays of shape ``[batch] + shape``
-        (strings as ``object`` arrays of ``bytes``), :class:`SparseArray` for
-        VarLen and Sparse features, :class:`RaggedArray` for Ragged ones.
+        (strings as ``object`` arrays of ``bytes``), ``SparseArray`` for
+        VarLen and Sparse features, ``RaggedArray`` for Ragged ones.
 
     Raises:
         ParseError: Where TensorFlow raises: a required feature missing, a
@@ -499,7 +499,7 @@ def parse_single_example(serialized: bytes, features: Mapping[str, FeatureSpec],
                          name: str | None = None) -> dict[str, Any]:
     """Parses one serialized ``tf.train.Example`` (``tf.io.parse_single_example``).
 
-    As :func:`parse_example` without the batch dimension: dense outputs have
+    As ``parse_example`` without the batch dimension: dense outputs have
     shape ``shape``, VarLen indices are ``[N, 1]``.
     """
     records = _single(serialized, "parse_single_example")
@@ -629,10 +629,10 @@ def parse_sequence_example(
 
     Returns:
         ``(context, feature_lists, lengths)``: context outputs as
-        :func:`parse_example` gives them; feature-list outputs (a
-        :class:`FixedLenSequenceFeature` gives ``[batch, max_steps] + shape``
-        padded with 0 or ``b""``, a :class:`VarLenFeature` a 3-D
-        :class:`SparseArray`, a :class:`RaggedFeature` a :class:`RaggedArray`
+        ``parse_example`` gives them; feature-list outputs (a
+        ``FixedLenSequenceFeature`` gives ``[batch, max_steps] + shape``
+        padded with 0 or ``b""``, a ``VarLenFeature`` a 3-D
+        ``SparseArray``, a ``RaggedFeature`` a ``RaggedArray``
         of ragged rank 2); and the number of steps of each dense feature list.
     """
     records = _records(serialized, "parse_sequence_example")

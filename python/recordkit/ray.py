@@ -40,8 +40,8 @@ __all__ = ["read_tfrecords", "write_tfrecords", "TFRecordDatasource", "TFRecordD
 
 
 class TFRecordDatasource(ray.data.Datasource):
-    """A ``ray.data.Datasource`` over TFRecord or OFRecord files: a :class:`recordkit.tables.TableScan`
-    planned on the driver, read by range in the tasks; see :func:`read_tfrecords`."""
+    """A ``ray.data.Datasource`` over TFRecord or OFRecord files: a ``recordkit.tables.TableScan``
+    planned on the driver, read by range in the tasks; see ``read_tfrecords``."""
 
     def __init__(self, scan: TableScan, *, include_paths: bool = False, min_bytes_per_task: int = 32 << 20) -> None:
         self._scan, self._include_paths, self._min_bytes = scan, include_paths, min_bytes_per_task
@@ -122,7 +122,7 @@ def read_tfrecords(
 ) -> "ray.data.Dataset":
     """A ``ray.data.Dataset`` of the records of ``paths``, parsed by recordkit.
 
-    Arguments as for :func:`recordkit.read_batches`: a spec (``features``,
+    Arguments as for ``recordkit.read_batches``: a spec (``features``,
     ``sequence_features``) or the schema inferred from the first
     ``infer_from`` records, fixed here on the driver and the same in every
     block; the type table of the README holds. ``include_paths`` adds a
@@ -132,10 +132,10 @@ def read_tfrecords(
     tasks too small to pay for themselves; compressed and remote files are
     read whole, one task each at most.
 
-    A damaged record fails the job with :class:`recordkit.DataLossError`
+    A damaged record fails the job with ``recordkit.DataLossError``
     naming the file and its offset, as in every recordkit reader; with
     ``on_error="skip"``, damaged stretches are skipped with a
-    :class:`recordkit.DataLossWarning` each (in the worker's log), and files
+    ``recordkit.DataLossWarning`` each (in the worker's log), and files
     are read whole.
     """
     scan = TableScan(paths, features, sequence_features=sequence_features, batch_size=batch_size, columns=columns,
@@ -152,7 +152,7 @@ def read_tfrecords(
 
 class TFRecordDatasink(ray.data.Datasink):
     """A ``ray.data.Datasink`` writing one ``tf.train.Example`` per row, all or
-    nothing; see :func:`write_tfrecords`."""
+    nothing; see ``write_tfrecords``."""
 
     def __init__(self, path: "str | os.PathLike[str]", *, compression: str | None = None) -> None:
         self.staged = StagedWrite(os.fspath(path), compression, f"ray-{uuid.uuid4().hex[:12]}")
@@ -191,7 +191,7 @@ def write_tfrecords(dataset: "ray.data.Dataset", path: "str | os.PathLike[str]",
     ``tf.train.Example`` per row, one file per write task, named
     ``<write id>_<task>.tfrecord`` (``.tfrecord.gz`` with ``compression="gzip"``),
     so that ``path/*.tfrecord`` finds them. Types as for
-    :func:`recordkit.write_examples`; a null is a missing feature.
+    ``recordkit.write_examples``; a null is a missing feature.
 
     All or nothing: tasks write hidden staging files, renamed into place once
     every task has succeeded and removed if any fails. Files already in the

@@ -41,7 +41,7 @@ __all__ = [
 
 OnError = Literal["raise", "skip"]
 
-#: What a writer writes as one record (see :meth:`TFRecordWriter.write`).
+#: What a writer writes as one record (see ``TFRecordWriter.write``).
 Record = bytes | bytearray | memoryview | str | Example | SequenceExample | OFRecord
 
 
@@ -60,9 +60,9 @@ _BATCH_BYTES = 128 << 10
 
 
 def warn_skipped(name: str, skipped: list[tuple[int, int, str, str, int]], stacklevel: int = 2) -> None:
-    """One :class:`DataLossWarning` per damaged stretch a scanner skipped
+    """One ``DataLossWarning`` per damaged stretch a scanner skipped
     (``on_error="skip"``), naming the file, the offset and the intact records before it;
-    ``stacklevel`` as for :func:`warnings.warn`, counted from the caller."""
+    ``stacklevel`` as for ``warnings.warn``, counted from the caller."""
     for offset, nbytes, _, detail, record_index in skipped:
         warnings.warn(f"{name}: skipped {plural(nbytes, 'damaged byte')} at offset {offset} ({detail}), "
                       f"after {plural(record_index, 'intact record')}", DataLossWarning, stacklevel=stacklevel + 1)
@@ -284,15 +284,15 @@ class TFRecordReader(_RecordReader):
             their first bytes and the ``.gz``/``.gzip``/``.zz``/``.zlib``
             suffixes), ``None``/``"none"``, ``"gzip"`` or ``"zlib"``; any case.
         verify: Check each payload's CRC (length CRCs are always checked).
-        on_error: ``"raise"`` (default) raises :class:`DataLossError` at the
+        on_error: ``"raise"`` (default) raises ``DataLossError`` at the
             first damage, after yielding every intact record before it.
             ``"skip"`` resynchronizes at the next intact record, counts the
-            damage in :attr:`stats` and warns with :class:`DataLossWarning`.
+            damage in ``stats`` and warns with ``DataLossWarning``.
         follow: Follow a growing uncompressed file, as TensorBoard reads event
             files: a pass ends at the current clean end of the data, and the
             next pass (iterate the same reader again) yields the records
             appended since. A partial record at the end is waited for, not
-            reported. :attr:`position` is the offset reached.
+            reported. ``position`` is the offset reached.
 
     Raises:
         DataLossError: On damage: bad CRCs, truncated records, 1-11 stray bytes
@@ -313,7 +313,7 @@ class OFRecordReader(_RecordReader):
     OFRecord frames are an ``int64`` little-endian length and the payload, with
     no checksum, so damage can be detected only in the framing: a length of
     zero or less, or longer than the rest of the file, is a
-    :class:`DataLossError`. ``on_error="skip"`` is not available.
+    ``DataLossError``. ``on_error="skip"`` is not available.
 
     Args:
         path: A local path, a URL (with fsspec) or an open binary file.
@@ -328,7 +328,7 @@ class OFRecordReader(_RecordReader):
 
 class TFRecordIterator:
     """The records of a TFRecord file, one at a time, keeping its place as
-    TensorFlow's ``tf_record_iterator`` does (see :func:`tf_record_iterator`)."""
+    TensorFlow's ``tf_record_iterator`` does (see ``tf_record_iterator``)."""
 
     def __init__(self, path: str | os.PathLike[str], compression: str, verify: bool) -> None:
         if not isinstance(path, (str, os.PathLike)):
@@ -417,18 +417,18 @@ def tf_record_iterator(
     At the end of the file, ``next()`` raises ``StopIteration``, and a later
     ``next()`` yields the records appended since (TensorBoard reads event files
     so). A record cut short at the end (a writer still writing it) raises
-    :class:`DataLossError`, and so does every ``next()`` until the record is
+    ``DataLossError``, and so does every ``next()`` until the record is
     whole; then it is yielded. A GZIP or ZLIB stream that stops at a flush
     point (a writer's ``flush()``) ends there, like TensorFlow's: every record
     so far, then ``StopIteration``; a stream cut within a record is
-    :class:`DataLossError`. Payload CRCs are checked (``verify``).
+    ``DataLossError``. Payload CRCs are checked (``verify``).
 
     Args:
         path: A local path or a URL.
-        options: A :class:`TFRecordOptions` or a compression name, as
+        options: A ``TFRecordOptions`` or a compression name, as
             TensorFlow takes them; else ``compression`` (default ``"auto"``).
 
-    Use :class:`TFRecordReader` for plain reading (faster, records in bulk);
+    Use ``TFRecordReader`` for plain reading (faster, records in bulk);
     this iterator is for files read while they grow.
     """
     chosen = compression if options is None else (TFRecordOptions.get_compression_type_string(options).lower() or "none")
@@ -437,7 +437,7 @@ def tf_record_iterator(
 
 class TFRecordRandomReader:
     """Reads the record at a byte offset of an uncompressed TFRecord file
-    (TensorFlow's ``tf_record_random_reader``): see :func:`tf_record_random_reader`."""
+    (TensorFlow's ``tf_record_random_reader``): see ``tf_record_random_reader``."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -459,7 +459,7 @@ class TFRecordRandomReader:
         return self._reader.read_at(int(offset))
 
     def close(self) -> None:
-        """Releases the file; reading afterwards is a :class:`FailedPreconditionError`."""
+        """Releases the file; reading afterwards is a ``FailedPreconditionError``."""
         self._reader = None
 
     def __enter__(self) -> "TFRecordRandomReader":
@@ -473,7 +473,7 @@ def tf_record_random_reader(path: str | os.PathLike[str]) -> TFRecordRandomReade
     """A reader of the record at any byte offset of an uncompressed TFRecord file,
     as TensorFlow's ``tf_record_random_reader``: ``reader.read(offset)`` gives
     ``(record, next_offset)``, CRCs checked. For reading by record number,
-    :class:`IndexedDataset` keeps an index."""
+    ``IndexedDataset`` keeps an index."""
     return TFRecordRandomReader(path)
 
 
@@ -549,7 +549,7 @@ class _RecordWriter:
         self._native.write(record)
 
     def write_many(self, records: Iterable[Record]) -> int:
-        """Writes every record of an iterable (as :meth:`write` takes them), framed
+        """Writes every record of an iterable (as ``write`` takes them), framed
         in bulk; returns how many."""
         return self._native.write_many(records)
 
@@ -629,27 +629,27 @@ class TFRecordWriter(_RecordWriter):
     """Writes a TFRecord file that TensorFlow reads back unchanged.
 
     The file is written under a temporary name beside ``path`` and renamed when
-    :meth:`close` succeeds (or the ``with`` block ends without an exception),
+    ``close`` succeeds (or the ``with`` block ends without an exception),
     so a file under ``path`` is always complete. An exception inside ``with``,
-    or :meth:`abort`, deletes the temporary file. An uncompressed file is
+    or ``abort``, deletes the temporary file. An uncompressed file is
     byte-identical to ``tf.io.TFRecordWriter``'s for the same records.
 
     Args:
         path: A local path, a URL (with fsspec) or an open binary file (written
             directly, no renaming).
         compression: ``None`` (default), ``"gzip"`` or ``"zlib"``, any case,
-            or a :class:`TFRecordOptions` (as ``tf.io.TFRecordWriter(path,
+            or a ``TFRecordOptions`` (as ``tf.io.TFRecordWriter(path,
             options)`` takes it). The whole file is one compressed stream, as
             TensorFlow writes it.
-        options: A :class:`TFRecordOptions` (or a compression name), by keyword.
+        options: A ``TFRecordOptions`` (or a compression name), by keyword.
         compression_level: 0 (stored, fastest) to 9 (smallest); default 6.
-        fsync: On :meth:`close`, flush the file to the disk before the rename
+        fsync: On ``close``, flush the file to the disk before the rename
             and the folder after it, so that the file survives a power cut.
         atomic: True (default): write under a temporary name and rename on
             close, so that ``path`` only ever holds a complete file. False:
             write straight to ``path``, as TensorFlow's writer does, for a file
-            read while it grows (an event log): what :meth:`flush` pushed out
-            can be read, with :func:`tf_record_iterator` or
+            read while it grows (an event log): what ``flush`` pushed out
+            can be read, with ``tf_record_iterator`` or
             ``TFRecordReader(path, follow=True)``, while the writer is open;
             a writer that dies leaves the file cut short at its last write
             (reported as damage, never as a complete file).
@@ -671,7 +671,7 @@ class OFRecordWriter(_RecordWriter):
     OneFlow's writers use native byte order (little-endian on every platform it
     runs on); recordkit always writes little-endian. Empty records are refused
     because OneFlow's reader rejects a length of zero. Atomic like
-    :class:`TFRecordWriter`. See :func:`write_ofrecord_parts` for a dataset folder.
+    ``TFRecordWriter``. See ``write_ofrecord_parts`` for a dataset folder.
     """
 
     _format = "ofrecord"
@@ -696,7 +696,7 @@ def all_or_nothing(open_writer: Callable[[Any], _RecordWriter], targets: Sequenc
     folder, and every earlier shard or part of the same name (any total) is
     removed once the new files are in place, so old and new sets never mix.
     A manifest of the new files is written before the first rename (see
-    :mod:`recordkit._shardsets`); ``fsync`` flushes it as the writers' own
+    ``recordkit._shardsets``); ``fsync`` flushes it as the writers' own
     ``fsync`` flushes their files and folder.
     """
     writers: list[_RecordWriter] = []
@@ -743,7 +743,7 @@ def count_records(
 ) -> int:
     """Counts the records in a file, or in every file a source names, without reading payloads.
 
-    ``path`` is anything :func:`recordkit.list_files` takes (a path or URL, a
+    ``path`` is anything ``recordkit.list_files`` takes (a path or URL, a
     glob, a folder, ``name@N``, a list) or an open binary file; the result is
     the total. Length fields (and, for TFRecord, their CRCs) are still checked
     and truncation is still detected; payload CRCs are not. Compressed files

@@ -158,10 +158,10 @@ class Schema:
                 f"{'' if self.undecodable == 1 else ' messages'} (the first is record {self.first_undecodable})")
 
     def to_spec(self) -> dict[str, FeatureSpec]:
-        """A parse spec for :func:`parse_example` (the context's, for a SequenceExample).
+        """A parse spec for ``parse_example`` (the context's, for a SequenceExample).
 
         A feature present in every record read with the same number of values
-        becomes a :class:`FixedLenFeature`; any other a :class:`VarLenFeature`.
+        becomes a ``FixedLenFeature``; any other a ``VarLenFeature``.
         Features whose kind is unknown or mixed are left out.
         """
         spec: dict[str, FeatureSpec] = {}
@@ -177,7 +177,7 @@ class Schema:
         return spec
 
     def to_sequence_spec(self) -> dict[str, FeatureSpec]:
-        """A ``sequence_features`` spec for :func:`parse_sequence_example`."""
+        """A ``sequence_features`` spec for ``parse_sequence_example``."""
         spec: dict[str, FeatureSpec] = {}
         for name, info in sorted(self.sequence_features.items()):
             dtype = _SPEC_DTYPES.get(info.kind)
@@ -239,7 +239,7 @@ def record_batches(
     """``(path, format, records)`` batches of up to ``limit`` records in all (every
     record with None), taken from every file in turn so that a sample sees each
     file's start; framed and checked in Rust a batch at a time. ``on_error`` as
-    for :class:`recordkit.TFRecordReader`."""
+    for ``recordkit.TFRecordReader``."""
     files = list_files(source)
     formats = [record_format(p) if format == "auto" else format for p in files]
 
@@ -268,8 +268,8 @@ def infer_schema(
 
     Examples, SequenceExamples (recognized by their feature lists) and
     OFRecords (``format``, or ``part-N`` names) are told apart. ``on_error``:
-    ``"raise"`` (a damaged record is a :class:`DataLossError`) or ``"skip"``
-    (damaged stretches are skipped, each with a :class:`DataLossWarning`).
+    ``"raise"`` (a damaged record is a ``DataLossError``) or ``"skip"``
+    (damaged stretches are skipped, each with a ``DataLossWarning``).
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')

@@ -7,7 +7,7 @@ data source, no TensorFlow and no JVM connector jar.
 >>> df.write.format("tfrecord").mode("overwrite").save("out/")  # doctest: +SKIP
 
 Reading: the schema is inferred from the first records (or taken from a
-recordkit spec bound with :func:`data_source`, or narrowed by a Spark schema
+recordkit spec bound with ``data_source``, or narrowed by a Spark schema
 given with ``.schema(...)``), fixed on the driver; partitions are files and
 record ranges of local uncompressed files; each yields Arrow record batches.
 Options: ``compression``, ``format`` (``"tfrecord"``/``"ofrecord"``),
@@ -69,10 +69,10 @@ class TFRecordDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
-        """The format name: ``tfrecord`` (or :func:`data_source`'s ``name``).
+        """The format name: ``tfrecord`` (or ``data_source``'s ``name``).
 
         ``spark.dataSource.register`` asks for it on the driver, just before it
-        fixes the Python its workers run: see :func:`use_drivers_python`.
+        fixes the Python its workers run: see ``use_drivers_python``.
         """
         use_drivers_python()
         return cls._format_name
@@ -106,8 +106,8 @@ class TFRecordDataSource(DataSource):
 def data_source(features: Mapping[str, "FeatureSpec"] | None = None, *,
                 sequence_features: Mapping[str, "FeatureSpec"] | None = None,
                 name: str = "tfrecord") -> type[TFRecordDataSource]:
-    """A :class:`TFRecordDataSource` bound to a recordkit spec (``features``,
-    ``sequence_features``, as for :func:`recordkit.read_table`), registered
+    """A ``TFRecordDataSource`` bound to a recordkit spec (``features``,
+    ``sequence_features``, as for ``recordkit.read_table``), registered
     under ``name``: ``spark.dataSource.register(recordkit.spark.data_source(spec))``."""
     return type("TFRecordDataSource", (TFRecordDataSource,), {
         "features": features, "sequence_features": sequence_features,

@@ -130,10 +130,10 @@ class FeatureStats:
 
 @dataclass
 class DatasetStats(Mapping[str, FeatureStats]):
-    """What :func:`feature_stats` found: the records read, and one :class:`FeatureStats` per feature.
+    """What ``feature_stats`` found: the records read, and one ``FeatureStats`` per feature.
 
     It is a mapping from feature name to its statistics (``stats["label"]``,
-    ``for name in stats``), which :func:`plot_stats` draws.
+    ``for name in stats``), which ``plot_stats`` draws.
     """
 
     records: int
@@ -258,8 +258,8 @@ def feature_stats(
 ) -> DatasetStats:
     """Statistics of every feature over every record (or the first ``limit``).
 
-    Returns a :class:`DatasetStats`: ``.records`` read, and a mapping from
-    feature name to :class:`FeatureStats`, ready for :func:`plot_stats`.
+    Returns a ``DatasetStats``: ``.records`` read, and a mapping from
+    feature name to ``FeatureStats``, ready for ``plot_stats``.
 
     A SequenceExample's context features keep their names; its feature lists
     are reported as ``name[]``, over all their steps. Plain Examples are
@@ -367,8 +367,8 @@ def plot_stats(stats: Mapping[str, FeatureStats], path: str | os.PathLike[str], 
     """Draws a histogram per feature into ``path``: ``.png`` (needs matplotlib) or
     ``.html`` (self-contained SVG, no dependency). Returns the path.
 
-    ``stats`` is what :func:`feature_stats` returns (or any mapping of
-    :class:`FeatureStats`). Long titles are shortened at a word boundary.
+    ``stats`` is what ``feature_stats`` returns (or any mapping of
+    ``FeatureStats``). Long titles are shortened at a word boundary.
     """
     path = check_plot_path(path)
     title = shorten_title(title)

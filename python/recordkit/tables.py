@@ -325,7 +325,7 @@ def _fixed_array(column: _Column, flat: "pa.Array", counts: np.ndarray, uniform:
 def _bytes_to_arrow(values: list[bytes], type: "pa.DataType") -> "pa.Array":
     """``pa.array(values, type)`` for a few byte strings and a binary or string
     type, from its buffers: ``pa.array`` of a list imports pandas (0.3 s), as
-    :func:`numpy_to_arrow` says. As there, ``pa.ArrowInvalid`` where a string
+    ``numpy_to_arrow`` says. As there, ``pa.ArrowInvalid`` where a string
     type's value is not UTF-8."""
     import pyarrow as pa
 
@@ -583,10 +583,10 @@ def read_batches(
     pass; the type never changes from one batch to the next.
 
     Args:
-        source: Anything :func:`recordkit.list_files` takes.
+        source: Anything ``recordkit.list_files`` takes.
         features: A spec of ``FixedLenFeature``, ``VarLenFeature``,
             ``RaggedFeature`` and ``SparseFeature`` (as for
-            :func:`parse_example`); a SequenceExample's context.
+            ``parse_example``); a SequenceExample's context.
         sequence_features: A SequenceExample's feature lists
             (``FixedLenSequenceFeature``, ``VarLenFeature``); giving it reads
             the records as SequenceExamples.
@@ -594,10 +594,10 @@ def read_batches(
         format: ``"auto"`` (OneFlow's ``part-N`` names are OFRecord),
             ``"tfrecord"`` or ``"ofrecord"``. An OFRecord spec uses ``int64``,
             ``float32`` and ``string``; inferred columns also ``float64`` and ``int32``.
-        compression: As for :class:`recordkit.TFRecordReader`.
-        verify: As for :class:`recordkit.TFRecordReader`.
-        on_error: As for :class:`recordkit.TFRecordReader`: ``"skip"`` skips
-            damaged stretches, each with a :class:`recordkit.DataLossWarning`,
+        compression: As for ``recordkit.TFRecordReader``.
+        verify: As for ``recordkit.TFRecordReader``.
+        on_error: As for ``recordkit.TFRecordReader``: ``"skip"`` skips
+            damaged stretches, each with a ``recordkit.DataLossWarning``,
             the sample a schema is inferred from included.
     """
     scan = TableScan(source, features, sequence_features=sequence_features, batch_size=batch_size, columns=columns,
@@ -625,18 +625,18 @@ class RecordRange:
 
 
 class TableScan:
-    """:func:`read_batches`'s work, planned once and read range by range.
+    """``read_batches``'s work, planned once and read range by range.
 
     The plan (the spec, or the schema inferred from the first records) and the
     Arrow schema are fixed when the scan is made, so every range, read in any
     process, gives batches of the same schema. Engines (``recordkit.ray``,
     ``recordkit.spark``, ``recordkit.dask``) make one on the driver, cut the
-    files into :class:`RecordRange` pieces with :meth:`ranges`, and read each
-    piece in a task with :meth:`batches`. Arguments as for :func:`read_batches`,
-    and ``on_error``: ``"raise"`` (a damaged record is a :class:`DataLossError`
+    files into ``RecordRange`` pieces with ``ranges``, and read each
+    piece in a task with ``batches``. Arguments as for ``read_batches``,
+    and ``on_error``: ``"raise"`` (a damaged record is a ``DataLossError``
     naming the file and offset) or ``"skip"`` (damaged stretches are skipped as
-    :class:`recordkit.TFRecordReader` skips them, each with a
-    :class:`DataLossWarning`; files are then not cut into ranges, since a
+    ``recordkit.TFRecordReader`` skips them, each with a
+    ``DataLossWarning``; files are then not cut into ranges, since a
     count taken before the damage is found cannot place a cut).
     """
 
@@ -720,7 +720,7 @@ class TableScan:
         return out
 
     def batches(self, ranges: Sequence[RecordRange]) -> Iterator["pa.RecordBatch"]:
-        """The records of ``ranges`` as record batches of :attr:`schema`, in order;
+        """The records of ``ranges`` as record batches of ``schema``, in order;
         batches do not span ranges. A range whose file ends before its ``stop``
         (the file changed since it was counted) is a ``RecordkitError``."""
         plan, strings = self.plan, self.strings
@@ -765,7 +765,7 @@ class TableScan:
                 opened.close()
 
     def reader(self, ranges: Sequence[RecordRange]) -> "pa.RecordBatchReader":
-        """:meth:`batches` as a ``pyarrow.RecordBatchReader``."""
+        """``batches`` as a ``pyarrow.RecordBatchReader``."""
         import pyarrow as pa
 
         return pa.RecordBatchReader.from_batches(self.schema, self.batches(ranges))
@@ -820,7 +820,7 @@ def read_table(
     on_error: Literal["raise", "skip"] = "raise",
 ) -> "pa.Table":
     """Reads ``tf.train.Example``, ``tf.train.SequenceExample`` or OFRecord records
-    into one ``pyarrow.Table``: :func:`read_batches`, gathered.
+    into one ``pyarrow.Table``: ``read_batches``, gathered.
 
     ``read_table(...).to_pandas()``, ``polars.from_arrow(read_table(...))``.
     """

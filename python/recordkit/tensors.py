@@ -136,14 +136,14 @@ def parse_tensor(serialized: bytes, out_type: Any, name: str | None = None, *,
     """Parses a serialized ``TensorProto`` (``tf.io.parse_tensor``) into a NumPy array.
 
     Args:
-        serialized: The bytes ``tf.io.serialize_tensor`` (or :func:`serialize_tensor`) wrote.
+        serialized: The bytes ``tf.io.serialize_tensor`` (or ``serialize_tensor``) wrote.
         out_type: The expected dtype: a NumPy dtype or its name, a TensorFlow
             DType, or ``"string"``.
         name: TensorFlow's op name: accepted, and not used.
         max_elements: A tensor may store fewer values than its shape holds;
             TensorFlow then repeats the last one. A dozen bytes can so claim
             gigabytes, so filling stops at this many elements (16 Mi by
-            default) with a :class:`ParseError` naming the limit. Tensors
+            default) with a ``ParseError`` naming the limit. Tensors
             whose values are all stored are not limited: their size is what
             the bytes hold.
 
@@ -245,7 +245,7 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixe
     Args:
         input_bytes: One byte string (``bytes``, ``bytearray``, ``memoryview``,
             ``str`` as UTF-8), or an array or nested list of them, of any shape:
-            a string column of :func:`read_examples` (an object array) goes in
+            a string column of ``read_examples`` (an object array) goes in
             whole, copied in one call with the GIL released. A NumPy bytes array
             (dtype ``S``) is read by its cells, whole (NumPy drops trailing NULs
             from its elements, not from its cells).

@@ -1,4 +1,4 @@
-"""Writing columns: :func:`write_examples` and :func:`write_ofrecords` encode
+"""Writing columns: ``write_examples`` and ``write_ofrecords`` encode
 and frame every row in Rust from NumPy (or pyarrow, or pandas) columns, a
 slice at a time, into one file or a shard set committed as a whole.
 """
@@ -28,7 +28,7 @@ def write_slice(writer: Any, columns: dict[str, Column], start: int, end: int, s
     """Encodes and writes rows ``start:end`` of normalized columns; an error names
     its row counted from the first of the input, ``rows_before`` rows before ``columns``.
     With ``behind``, the rows are written on the writer's own thread, and this
-    returns once they are read (see :func:`_write_slices`)."""
+    returns once they are read (see ``_write_slices``)."""
     batch = []
     rebased: dict[int, np.ndarray] = {}  # columns sharing splits share their slice
     for name, (kind, values, splits, present) in columns.items():
@@ -69,7 +69,7 @@ def _row_ranges(rows: int, shards: int) -> list[tuple[int, int]]:
 # columns read whole, encoded at a time (see _write_all).
 _WRITE_SLICE_ROWS = 131072
 # Python objects and NumPy arrays are read and written a slice at a time
-# (:func:`_column_slices`): at most OBJECT_SLICE_ROWS rows, and about
+# (``_column_slices``): at most OBJECT_SLICE_ROWS rows, and about
 # _WRITE_SLICE_BYTES of values copied out of Python objects at the rows' size
 # so far.
 # - The bytes keep memory bounded whatever the values' size, and let malloc
@@ -140,7 +140,7 @@ def _column_slices(items: list[tuple[str, Any]], schema: str, start: int, end: i
     """Rows ``start:end`` of the columns, normalized a slice at a time. ``kinds``
     holds each column's kind on the wire, as the first slice with values set it
     (shared by every shard); a slice of another kind, or one that raises, is
-    :class:`_SlicesDiffer`."""
+    ``_SlicesDiffer``."""
     # Only values read out of Python objects are copied: NumPy and Arrow columns are sliced in place.
     copying = [name for name, column in items if _read_from_objects(column)]
     measuring = bool(copying)
@@ -217,11 +217,11 @@ def write_behind(write: Callable[[int, dict[str, Column]], None], slices: Iterab
     encoding and writing do not, so the two overlap. For a ``write`` that sees
     each piece written before the next (``convert`` cuts shards by size, asking
     the bytes written); a writer's own slices go behind in Rust, with no GIL to
-    wait for (:func:`_write_slices`). One slice is in flight at a time, so the
+    wait for (``_write_slices``). One slice is in flight at a time, so the
     records stay in order, memory stays at two slices, and ``write`` runs for one
     slice at a time (it may keep state without a lock). A failure in ``write`` is
     raised here, once the slice in flight is done. With one thread (see
-    :func:`recordkit.set_num_threads`) the slices are written here, in turn."""
+    ``recordkit.set_num_threads``) the slices are written here, in turn."""
     if get_num_threads() == 1:
         for rows, normalized in slices:
             write(rows, normalized)
@@ -373,7 +373,7 @@ def write_examples(
             by a batch; with ``shards``, a stream is first encoded into one
             hidden staging file beside the output (its length is known only
             at its end), then split.
-        compression: None, ``"gzip"`` or ``"zlib"`` (or a :class:`TFRecordOptions`).
+        compression: None, ``"gzip"`` or ``"zlib"`` (or a ``TFRecordOptions``).
         shards: Write this many files, ``name-00000-of-0000N.tfrecord`` ...,
             holding consecutive rows (sizes differ by at most one row). The
             set replaces every older set of the name, and is committed as a
@@ -399,12 +399,12 @@ def write_ofrecords(directory: str | os.PathLike[str], columns: Any, *, num_part
                     fsync: bool = False) -> list[str]:
     """Writes one OFRecord per row of ``columns`` as a OneFlow dataset folder (``part-00000`` ...).
 
-    Columns as for :func:`write_examples`; the dtype picks the list kind
+    Columns as for ``write_examples``; the dtype picks the list kind
     (int32, int64, float32, float64 or bytes). An OFRecord cannot be empty
     (OneFlow's reader refuses length 0), so a row that no column gives a value
     is a ``ValueError`` naming it, before anything is written. Rows are split into
     ``num_parts`` consecutive parts, committed as a set that replaces the
-    folder's older parts; ``fsync`` as for :func:`write_examples`.
+    folder's older parts; ``fsync`` as for ``write_examples``.
     """
     directory = os.fspath(directory)
     targets = [os.path.join(directory, f"part-{i:0{suffix_length}d}") for i in range(_positive(num_parts))]
