@@ -110,7 +110,7 @@ fn check_entry(path: &str, file_len: u64, offset: u64, size: u64, index: u64) ->
 
 /// Reads and checks the TFRecord frame of `size` bytes at `offset` of `file`
 /// with `pread`; returns its payload.
-pub fn read_frame(
+fn read_frame(
     file: &File,
     path: &str,
     file_len: u64,

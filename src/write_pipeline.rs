@@ -438,6 +438,8 @@ impl Drop for StopOnDrop<'_, '_> {
 /// next rows meanwhile; `wait` hands back what the work returned.
 pub struct WriteBehind<T> {
     thread: crate::pool::JoinHandle<T>,
+    /// The caller the work runs behind, busy until it waits.
+    caller: Arc<Caller>,
 }
 
 impl<T: Send + 'static> WriteBehind<T> {
@@ -447,20 +449,23 @@ impl<T: Send + 'static> WriteBehind<T> {
         caller: &Arc<Caller>,
         work: impl FnOnce(&Caller) -> T + Send + 'static,
     ) -> io::Result<Self> {
-        let caller = Arc::clone(caller);
         caller.set_busy(true);
         let encoding = crate::threads::EncodingBehind::start();
+        let behind = Arc::clone(caller);
         let thread = crate::pool::spawn(move || {
-            let done = work(&caller);
+            let done = work(&behind);
             drop(encoding);
             done
         });
-        thread.map(|thread| WriteBehind { thread })
+        thread.map(|thread| WriteBehind {
+            thread,
+            caller: Arc::clone(caller),
+        })
     }
 
     /// Waits for the work (the caller is no longer busy) and returns what it returned.
-    pub fn wait(self, caller: &Caller) -> std::result::Result<T, Panic> {
-        caller.set_busy(false);
+    pub fn wait(self) -> std::result::Result<T, Panic> {
+        self.caller.set_busy(false);
         self.thread.join()
     }
 }

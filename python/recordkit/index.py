@@ -204,6 +204,18 @@ class ParsedRow(Mapping[str, Any]):
         return repr(dict(self))
 
 
+_COLLATE_REGISTERED = False
+
+
+def _register_collate() -> None:
+    """Tells PyTorch's default collate, once, how to collate ``ParsedRow``s (see ``recordkit._torch``)."""
+    global _COLLATE_REGISTERED
+    from recordkit._torch import collate_rows_of_one_batch
+
+    collate_rows_of_one_batch(ParsedRow)
+    _COLLATE_REGISTERED = True
+
+
 class IndexedDataset:
     """A map-style dataset over TFRecord files: ``len(ds)``, ``ds[i]``, ``ds[[i, j, ...]]``.
 
@@ -356,10 +368,8 @@ class IndexedDataset:
         if not all(isinstance(spec, FixedLenFeature) for spec in self.features.values()):
             return [self._parsed(positions[k : k + 1], single=True) for k in range(len(positions))]
         columns = self._parsed(positions, single=False)
-        if "torch" in sys.modules:
-            from recordkit._torch import collate_rows_of_one_batch
-
-            collate_rows_of_one_batch(ParsedRow)
+        if "torch" in sys.modules and not _COLLATE_REGISTERED:
+            _register_collate()
         return [ParsedRow(columns, row) for row in range(len(positions))]
 
     def __repr__(self) -> str:

@@ -420,7 +420,7 @@ impl Drop for PyRecordWriter {
     fn drop(&mut self) {
         // The thread writing behind reads memory that its `owners` keep alive.
         if let Some(behind) = self.behind.take() {
-            let _ = behind.work.wait(&self.caller);
+            let _ = behind.work.wait();
         }
     }
 }
@@ -517,8 +517,7 @@ impl PyRecordWriter {
         let Some(RowsBehind { work, owners, rows }) = self.behind.take() else {
             return Ok(());
         };
-        let caller = &self.caller;
-        let joined = py.detach(|| work.wait(caller));
+        let joined = py.detach(|| work.wait());
         drop(owners);
         let WrittenBehind {
             sink,
