@@ -579,6 +579,32 @@ fn make_ahead(shared: &ReadAheadShared) {
 /// ahead, 177 MB with two and 246 MB with four).
 const AHEAD_BYTES: usize = 16 << 20;
 
+/// The most threads reading ahead for which short payloads' CRCs are still
+/// checked as each batch is framed, under the framing lock; with more, they
+/// are left to the threads that parse them (`Scanner::leave_crcs_to_parser`).
+///
+/// Framing is serial, so the CRCs off the lock shorten the stage that
+/// bounds many threads (a batch of 64 Ki tutorial records held the lock
+/// 1.0 ms with them, 0.47 ms without). But a walk over the headers alone
+/// is a chain of dependent loads that the parse then follows with a
+/// second pass over the same bytes: on two threads it cost 13-15 % more CPU
+/// per record than framing and checking in one pass (1 M tutorial records:
+/// 103 ms of CPU against 90, the same as one thread), and there the lock
+/// is not the bound, since the other thread parses a batch in more time
+/// than this one frames and checks the next (2 threads against 1:
+/// `read_examples(batch_size=8192)` 1.65 x with the CRCs left to the parser,
+/// 1.84 x with them checked while framing; `read_table` 1.67 x and 1.89 x).
+/// Where the cut-over lies between 2 and 16 threads is not measured; by the
+/// lock times above, framing with the CRCs would bind at about 65 M tutorial
+/// records/s, the parsing of six threads.
+const CRCS_WHILE_FRAMING_UP_TO: usize = 2;
+
+/// Whether batches read ahead by `threads` threads leave short payloads'
+/// CRCs to the threads that parse them (see `CRCS_WHILE_FRAMING_UP_TO`).
+pub fn leaves_crcs_to_parser(threads: usize) -> bool {
+    threads > CRCS_WHILE_FRAMING_UP_TO
+}
+
 /// Threads that frame and parse the next batches while Python takes this
 /// one. Each makes a whole batch (where batches are small enough, see
 /// `AHEAD_BYTES`: else each batch is split between several); they frame

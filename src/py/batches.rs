@@ -11,7 +11,7 @@ use crate::framing::Skipped;
 use crate::py::codec::{columns_out, owned_columns_out, requests, schema, PyColumn};
 use crate::py::records::{skipped_regions, PyRecordScanner, SkippedRegion};
 use crate::py::shared::lock_shared;
-use crate::read_ahead::{BatchSize, ReadAhead, Reader};
+use crate::read_ahead::{self, BatchSize, ReadAhead, Reader};
 
 /// Records from which a stream's batch of `bytes` objects is made on the
 /// caller's thread rather than read ahead: threads reading ahead would copy
@@ -76,13 +76,9 @@ impl PyExampleBatches {
             let requests = self::requests(requests)?;
             let schema = self::schema(schema)?;
             let (mut scanner, python_source) = scanner.take(py)?;
-            let may_read_ahead = !python_source && crate::threads::available() > 1;
-            // Threads reading ahead frame one batch after another, under a
-            // lock: payload CRCs are left to the threads that parse them
-            // (framing a batch of 64 Ki tutorial records under it took
-            // 1.0 ms with them, 0.47 ms without). On one thread nothing waits
-            // for framing, and checked there they measured as fast or faster.
-            if may_read_ahead {
+            let threads = crate::threads::available();
+            let may_read_ahead = !python_source && threads > 1;
+            if may_read_ahead && read_ahead::leaves_crcs_to_parser(threads) {
                 scanner.leave_crcs_to_parser();
             }
             let size = BatchSize {
