@@ -65,7 +65,7 @@ def fresh_file(path: Path, columns: dict) -> Path:
     DAMON pageout reclaims page cache it finds cold (the tutorial file was found half
     resident), and the 150 KB records' file, wholly resident, took 0.087 s on one
     thread one morning and 132 ms that afternoon, against 70 ms for the same bytes
-    written again (benchmarks/README.md, nineteenth session)."""
+    written again."""
     path.unlink(missing_ok=True)
     with warnings.catch_warnings():  # the tutorial's float64 feature, stored as float32 as it says
         warnings.filterwarnings("ignore", message=".*stored as float32")

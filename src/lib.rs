@@ -70,6 +70,9 @@ mod _native {
     use crate::py::random_access::{PyFrameReader, PyIndexedFrames};
 
     #[pymodule_export]
+    use crate::py::packed_bytes::{_pack_bytes, _unpack_bytes};
+
+    #[pymodule_export]
     use crate::py::raw::_join_raw;
 
     #[pymodule_export]

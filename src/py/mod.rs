@@ -9,6 +9,7 @@ pub mod list_column;
 pub mod lists;
 pub mod memory;
 pub mod messages;
+pub mod packed_bytes;
 pub mod random_access;
 pub mod raw;
 pub mod records;
