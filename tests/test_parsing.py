@@ -37,6 +37,26 @@ def test_defaults_are_not_broadcast() -> None:
     assert out["m"].shape == (1, 2, 2) and out["m"].dtype == np.float32
 
 
+@pytest.mark.parametrize("records", [1, 64, 65, 1000])
+def test_equal_counts_are_a_read_only_view_and_parse_alike(records: int) -> None:
+    """Past 64 records, counts that are all equal come as one value broadcast
+    (read-only, stride 0); the outputs are the same either way."""
+    from recordkit import _native
+
+    batch = [ex(a=[1, 2], s=[b"x"]) if i % 3 else ex(a=[i, 7], s=[b"y"]) for i in range(records)]
+    ((_, counts, uniform), (_, s_counts, _)) = _native.parse_example_columns(batch, [("a", "int64"), ("s", "string")])
+    assert counts.tolist() == [2] * records and s_counts.tolist() == [1] * records and uniform == 2
+    if records > 64:
+        assert counts.strides == (0,) and not counts.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            counts[0] = 5
+    else:
+        assert counts.strides == (8,)
+    out = rk.parse_example(batch, {"a": rk.FixedLenFeature([2], "int64"), "s": rk.VarLenFeature("string")})
+    assert out["a"].tolist() == [[1, 2] if i % 3 else [i, 7] for i in range(records)]
+    assert out["s"].values.tolist() == [b"x" if i % 3 else b"y" for i in range(records)]
+
+
 @pytest.mark.parametrize("make", [
     lambda shape: rk.FixedLenFeature(shape, "int64"),
     lambda shape: rk.FixedLenSequenceFeature(shape, "int64", allow_missing=True),

@@ -1,6 +1,6 @@
 //! The wire codec and column parser as Python functions.
 
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -338,19 +338,34 @@ const SMALL_BATCH: usize = 64;
 fn counts_to_py(py: Python<'_>, counts: Counts) -> Py<PyAny> {
     match counts.into_kept() {
         KeptCounts::Varied(varied) => varied.into_pyarray(py).into_any().unbind(),
-        // A few records' counts are cheaper made than broadcast (`broadcast_to`
-        // is a Python call of microseconds: most of one indexed item's parse).
+        // A few records' counts are cheaper made than broadcast.
         KeptCounts::Same { count, records } if records <= SMALL_BATCH => {
             vec![count; records].into_pyarray(py).into_any().unbind()
         }
-        KeptCounts::Same { count, records } => {
-            let one = PyArray1::from_vec(py, vec![count]);
-            py.import("numpy")
-                .and_then(|numpy| numpy.call_method1("broadcast_to", (one, (records,))))
-                .expect("numpy.broadcast_to of a one-value array")
-                .unbind()
-        }
+        KeptCounts::Same { count, records } => broadcast(py, count, records).into_any().unbind(),
     }
+}
+
+/// `records` counts of `count`, as `numpy.broadcast_to` makes them (a
+/// read-only view, stride 0, of a one-value array), without its Python call
+/// of microseconds: 4 per batch of the tutorial's records, 16 ns a record in
+/// a Dataset's batches of 1024.
+fn broadcast(py: Python<'_>, count: i64, records: usize) -> Bound<'_, PyArray1<i64>> {
+    let one = PyArray1::from_vec(py, vec![count]);
+    // SAFETY: `one` was made just above and nothing else can reach it yet, so
+    // no one writes to it while it is viewed.
+    let view = unsafe { one.as_array() };
+    let wide = view
+        .broadcast(records)
+        .expect("a one-value array broadcasts");
+    // SAFETY: the view reads the one value `one` owns, and `one` becomes the
+    // array's base, so it lives as long as the array.
+    let counts = unsafe { PyArray1::borrow_from_array(&wide, one.clone().into_any()) };
+    // SAFETY: the array was made just above and is reachable from nowhere
+    // else; clearing its WRITEABLE flag (numpy's PyArray_CLEARFLAGS) keeps a
+    // write through it from reaching every record's count at once.
+    unsafe { (*counts.as_array_ptr()).fields.flags &= !numpy::npyffi::NPY_ARRAY_WRITEABLE };
+    counts
 }
 
 /// `(values, counts, uniform)` per column, `uniform` being the count every
@@ -373,14 +388,28 @@ pub fn columns_to_py(py: Python<'_>, columns: Vec<Column<'_>>, within: &[u8]) ->
 
 fn payloads(records: &Bound<'_, PyAny>) -> PyResult<Vec<Payload>> {
     let py = records.py();
+    let serialized = |i: usize, r: &Bound<'_, PyAny>| {
+        Payload::serialized(r).map_err(|e| {
+            pyo3::exceptions::PyTypeError::new_err(format!("record {i}: {}", e.value(py)))
+        })
+    };
+    // A list of `bytes`, as a dataset's batches are: each taken as it is, a
+    // tenth of the time of a Dataset's batch spent in the general path
+    // (iterator protocol, the `str` check, `PyBackedBytes`' extraction).
+    if let Ok(list) = records.cast_exact::<PyList>() {
+        let mut held = Vec::with_capacity(list.len());
+        for (i, r) in list.iter().enumerate() {
+            held.push(match r.cast_into_exact::<PyBytes>() {
+                Ok(bytes) => Payload::Bytes(bytes.into()),
+                Err(e) => serialized(i, &e.into_inner())?,
+            });
+        }
+        return Ok(held);
+    }
     records
         .try_iter()?
         .enumerate()
-        .map(|(i, r)| {
-            Payload::serialized(&r?).map_err(|e| {
-                pyo3::exceptions::PyTypeError::new_err(format!("record {i}: {}", e.value(py)))
-            })
-        })
+        .map(|(i, r)| serialized(i, &r?))
         .collect()
 }
 
