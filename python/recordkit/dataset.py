@@ -34,7 +34,7 @@ from recordkit.errors import RecordkitError
 from recordkit.features import FeatureSpec
 from recordkit.index import checked_index, existing_index
 from recordkit.threads import get_num_threads, one_thread_per_worker
-from recordkit.parsing import check_batch_size, check_specs, parse_example, parse_single_example
+from recordkit.parsing import batch_parser, check_batch_size, check_specs, parse_single_example
 
 __all__ = ["Dataset"]
 
@@ -863,7 +863,7 @@ class Dataset:
             features = self.features
             collate: Callable[[list[Any]], Any] = _collate_records
             if not parsed and features is not None:
-                collate = lambda records: parse_example(records, features)  # noqa: E731
+                collate = batch_parser(features)
                 if get_num_threads() > 1:
                     # Reading (bytes objects made under the GIL) and shuffling run on a
                     # thread of their own while this one parses (the GIL released).

@@ -9,7 +9,7 @@ feature, never a Python loop over records.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -488,11 +488,22 @@ def parse_example(serialized: Iterable[bytes], features: Mapping[str, FeatureSpe
             count or type mismatch, a malformed record. ``.key`` and
             ``.index`` say which.
     """
-    records = _records(serialized, "parse_example")
+    return batch_parser(features)(serialized)
+
+
+def batch_parser(features: Mapping[str, FeatureSpec]) -> Callable[[Iterable[bytes]], dict[str, Any]]:
+    """``parse_example`` for ``features``, checked and planned once for every batch
+    it parses (a Dataset's batches: planning took 17 us of each batch of 1024)."""
     requests = Requests()
     plan_example(features, requests)
-    columns = request_columns(requests, _native.parse_example_columns(records, requests.as_list()))
-    return assemble_outputs(features, columns, len(records), single=False)
+    wanted = requests.as_list()
+
+    def parse(serialized: Iterable[bytes]) -> dict[str, Any]:
+        records = _records(serialized, "parse_example")
+        columns = request_columns(requests, _native.parse_example_columns(records, wanted))
+        return assemble_outputs(features, columns, len(records), single=False)
+
+    return parse
 
 
 def parse_single_example(serialized: bytes, features: Mapping[str, FeatureSpec], example_names: Any = None,
