@@ -10,7 +10,7 @@ Rows, for `rk.set_num_threads(n)`:
 and, where torch is installed, `Dataset(...).batch(1024)` through `ds.loader(num_workers=w)`
 for w = 0, 2, 4, ... up to the cores (M records/s).
 
-Each cell is the best of `--repeats` runs; beside each row, its best and its last column (every
+Each cell is the best of `--repeats` runs, the thread counts' runs interleaved; beside each row, its best and its last column (every
 core) against one thread. The targets: on 2 cores, `count_records`, `read_table` and
 `read_examples(batch_size=8192)` on 2 threads >= 1.8 x one thread (no stage is serial); on 16
 cores, `read_table` >= 100 M records/s, `read_examples` >= 60 M/s at batch 1024, 150 KB records
@@ -32,7 +32,7 @@ from pathlib import Path
 
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import DATA, best_of, require_release_build, warm  # noqa: E402
+from _common import DATA, best_of, best_of_each, require_release_build, warm  # noqa: E402
 from bench_examples import LARGE_SPEC, SPEC, large_file, tutorial_columns, tutorial_file  # noqa: E402
 
 import recordkit as rk  # noqa: E402
@@ -91,11 +91,11 @@ def main() -> None:
     print(f"recordkit {rk.__version__}; {cores} CPUs; best of {args.repeats}\n")
     print(f"{'threads':<36}" + "".join(f"{c:>9}" for c in counts) + "   best/one  last/best")
     for name, unit, fn, amount in rows:
-        rates = []
-        for count in counts:
-            rk.set_num_threads(count)
-            seconds, _ = best_of(fn, args.repeats)
-            rates.append(amount / seconds / 1e6 if unit != "GB/s" else amount / seconds / 1e9)
+        # The thread counts' runs interleaved (1, 2, 4, ..., 1, 2, 4, ...), so that a burst of
+        # load on a shared machine hits every column alike rather than one.
+        threads = [lambda count=count: rk.set_num_threads(count) for count in counts]
+        runs = best_of_each([fn] * len(counts), args.repeats, threads)
+        rates = [amount / seconds / (1e9 if unit == "GB/s" else 1e6) for seconds, _ in runs]
         rk.set_num_threads(None)
         table[name] = {str(c): r for c, r in zip(counts, rates)}
         print(f"{name + ' (' + unit + ')':<36}" + "".join(f"{r:9.2f}" for r in rates)
