@@ -271,19 +271,20 @@ def test_parsed_batches_are_the_same_at_every_thread_count(shards: tuple[Path, l
     assert sorted(i for b in outputs[0] for i in b) == every and outputs[0] != sorted(outputs[0])
 
 
-def test_an_abandoned_parsed_dataset_stops_its_reading_thread(shards: tuple[Path, list[int]]) -> None:
+def test_an_abandoned_parsed_dataset_stops_its_threads(shards: tuple[Path, list[int]]) -> None:
     import threading
 
     folder, _ = shards
+    names = {"recordkit-read", "recordkit-prefetch"}
     rk.set_num_threads(2)
     try:
-        it = iter(rk.Dataset(folder, SPEC).shuffle(100, seed=1).batch(2))
+        it = iter(rk.Dataset(folder, SPEC, parallel_reads=True).shuffle(100, seed=1).batch(2).prefetch(2))
         next(it)
-        assert any(t.name == "recordkit-read" for t in threading.enumerate())
+        assert names <= {t.name for t in threading.enumerate()}
         it.close()  # type: ignore[attr-defined]
     finally:
         rk.set_num_threads(None)
-    assert not any(t.name == "recordkit-read" and t.is_alive() for t in threading.enumerate())
+    assert not any(t.name in names and t.is_alive() for t in threading.enumerate())
 
 
 def test_gzip_and_plain_shards_together(tmp_path: Path) -> None:
@@ -593,3 +594,35 @@ def test_a_dataloader_takes_a_dataset_as_it_is_or_says_what_to_use(tmp_path: Pat
     with pytest.raises(TypeError, match=r"has no len\(\); for a PyTorch DataLoader use ds.loader"):
         len(ds)
     assert ds and len(list(ds)) == 7  # truth and list() never ask for the length
+
+
+@pytest.mark.parametrize("depth", [1, 2, 5])
+def test_background_hands_every_item_in_order_then_the_error(depth: int) -> None:
+    import itertools
+    import threading
+
+    def source(count: int, fail: bool):  # type: ignore[no-untyped-def]
+        yield from range(count)
+        if fail:
+            raise ValueError("the source failed")
+
+    for count in (0, 1, depth - 1, depth, 3 * depth + 1):
+        assert list(dataset_module._Background(source(count, False), depth, "test-bg")) == list(range(count))
+        got: list[int] = []
+        with pytest.raises(ValueError, match="the source failed"):
+            for item in dataset_module._Background(source(count, True), depth, "test-bg"):
+                got.append(item)
+        assert got == list(range(count))
+    # Closed early, with the thread waiting for room: the thread ends, and its source is closed.
+    closed = threading.Event()
+
+    def endless():  # type: ignore[no-untyped-def]
+        try:
+            yield from itertools.count()
+        finally:
+            closed.set()
+
+    background = dataset_module._Background(endless(), depth, "test-bg")
+    assert next(background) == 0
+    background.close()
+    assert closed.wait(5) and not background._thread.is_alive()
