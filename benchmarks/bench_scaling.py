@@ -5,6 +5,7 @@ Rows, for `rk.set_num_threads(n)`:
 - `read_table` of the same (M records/s)
 - 150 KB records read with `read_examples`, batches of 16 (GB/s)
 - `count_records` of the tutorial's records (M records/s)
+- `Dataset(...).shuffle(10_000).batch(1024)` with parsing (M records/s)
 - `write_examples` of 1 M tutorial rows from NumPy arrays and from Python lists (M rows/s)
 - the NumPy rows gzip-compressed (M rows/s)
 and, where torch is installed, `Dataset(...).batch(1024)` through `ds.loader(num_workers=w)`
@@ -50,6 +51,11 @@ def read_examples(path: Path, spec: dict, batch: int) -> int:
     return sum(len(next(iter(b.values()))) for b in rk.read_examples(path, spec, batch_size=batch))
 
 
+def dataset_epoch(path: Path) -> int:
+    ds = rk.Dataset(path, features=SPEC).shuffle(10_000, seed=0).batch(1024)
+    return sum(len(b["feature0"]) for b in ds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -83,6 +89,7 @@ def main() -> None:
         ("read_table", "M records/s", lambda: rk.read_table(small, SPEC).num_rows, n),
         ("150 KB records, batch 16", "GB/s", lambda: read_examples(large, LARGE_SPEC, 16), large_bytes),
         ("count_records", "M records/s", lambda: rk.count_records(small), n),
+        ("Dataset, shuffle + batch 1024", "M records/s", lambda: dataset_epoch(small), n),
         ("write from NumPy", "M rows/s", lambda: write(columns), n),
         ("write from lists", "M rows/s", lambda: write(lists), n),
         ("gzip write from NumPy", "M rows/s", lambda: write(columns, "gzip"), n),
