@@ -10,6 +10,7 @@ pub mod error;
 pub mod example;
 pub mod frame;
 pub mod framing;
+pub mod index_text;
 pub mod interned;
 pub mod map_guard;
 pub mod message;
@@ -67,7 +68,7 @@ mod _native {
     };
 
     #[pymodule_export]
-    use crate::py::random_access::{PyFrameReader, PyIndexedFrames};
+    use crate::py::random_access::{_parse_index, PyFrameReader, PyIndexedFrames};
 
     #[pymodule_export]
     use crate::py::packed_bytes::{_pack_bytes, _unpack_bytes};

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import recordkit as rk
 from reference import frame_tfrecord, record_offsets
@@ -277,3 +279,38 @@ def test_malformed_index_lines_are_named(tmp_path: Path, text: str, line: int) -
     (tmp_path / "a.idx").write_text(text)
     with pytest.raises(ValueError, match=rf"a\.idx:{line}: not an index line"):
         rk.read_index(tmp_path / "a.idx")
+
+
+@given(st.lists(st.tuples(st.integers(0, (1 << 64) - 1), st.integers(0, (1 << 64) - 1)), max_size=50),
+       st.lists(st.sampled_from([" ", "\t", "  "]), min_size=3, max_size=3),
+       st.sampled_from(["\n", "\r\n", "\r"]), st.booleans())
+def test_index_text_reads_alike_fast_or_not(pairs: list[tuple[int, int]], spaces: list[str], newline: str,
+                                            blank_lines: bool) -> None:
+    """The one-pass reading of plain index lines gives what the general reading gives."""
+    from recordkit import _native
+
+    lead, middle, tail = spaces
+    lines = [f"{lead}{offset}{middle}{size}{tail}" for offset, size in pairs]
+    if blank_lines:
+        lines = [x for line in lines for x in (line, lead)]
+    text = newline.join(lines).encode()
+    fast = _native._parse_index(text)
+    assert fast is not None
+    expected = [p[0] for p in pairs], [p[1] for p in pairs]
+    assert (fast[0].tolist(), fast[1].tolist()) == expected and fast[0].dtype == fast[1].dtype == np.uint64
+
+
+@pytest.mark.parametrize("text", ["+5 32\n", "0 32 \x00\n", "0 1_000\n"])
+def test_index_lines_the_fast_reading_leaves_are_read_as_before(tmp_path: Path, text: str) -> None:
+    from recordkit import _native
+
+    assert _native._parse_index(text.encode()) is None
+    (tmp_path / "a.idx").write_text(text)
+    try:
+        expected = [int(t) for t in text.split()]
+    except ValueError:
+        with pytest.raises(ValueError, match="not an index"):
+            rk.read_index(tmp_path / "a.idx")
+    else:
+        offsets, sizes = rk.read_index(tmp_path / "a.idx")
+        assert [int(offsets[0]), int(sizes[0])] == expected

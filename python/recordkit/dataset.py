@@ -950,7 +950,9 @@ class Dataset:
 
         dataloader_args.setdefault("persistent_workers", num_workers > 0)
         group = 16 if num_workers and not stateful else 1
-        iterable = TorchIterable(self.prepare(), group_batches=group)
+        # Workers inherit the counts made here rather than each making them; in
+        # this process a dataset with one consumer needs none.
+        iterable = TorchIterable(self.prepare() if num_workers else self, group_batches=group)
         return Loader(DataLoader(iterable, batch_size=None, num_workers=num_workers, collate_fn=keep, **dataloader_args))
 
     def __len__(self) -> int:

@@ -2,13 +2,14 @@
 
 use std::fs::File;
 
-use numpy::PyReadonlyArray1;
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::columns::{parse_examples_parallel, Footers, Strings};
 use crate::error::Error;
+use crate::index_text::parse_index;
 use crate::py::codec::{columns_to_py, requests, PyColumn};
 use crate::random_access::{read_frame_at, FrameFiles};
 
@@ -230,4 +231,18 @@ impl PyIndexedFrames {
         self.files.check_unchanged(files, indices)?;
         Ok(columns)
     }
+}
+
+/// `(offsets, sizes)` of an index file's text, read with the GIL released;
+/// None where a line is not two plain numbers (see `parse_index`), for
+/// Python's general reading to find and name.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub fn _parse_index<'py>(
+    py: Python<'py>,
+    text: &Bound<'py, PyBytes>,
+) -> Option<(Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>)> {
+    let text = text.as_bytes();
+    let (offsets, sizes) = py.detach(|| parse_index(text))?;
+    Some((offsets.into_pyarray(py), sizes.into_pyarray(py)))
 }
