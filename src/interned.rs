@@ -142,6 +142,40 @@ pub fn intern(values: &[&[u8]], within: &[u8]) -> Option<Interned> {
     Some(Interned { firsts, codes })
 }
 
+/// As [`intern`], for values told apart by a key each (an object's
+/// address, where values that repeat are one object): the first value of
+/// each distinct key, and each value's code. None where more than half the
+/// values (or [`MOST_DISTINCT`]) are distinct.
+pub fn intern_keys(keys: &[usize]) -> Option<Interned> {
+    let most = (keys.len() / 2).min(MOST_DISTINCT);
+    if most == 0 || keys.len() >= EMPTY as usize {
+        return None;
+    }
+    let mut table = vec![EMPTY; 1 << TABLE_BITS];
+    let mut firsts: Vec<u32> = Vec::with_capacity(most + 1);
+    let mut codes: Vec<u32> = Vec::with_capacity(keys.len());
+    for (index, &key) in keys.iter().enumerate() {
+        let mixed = (key as u64 ^ (key as u64 >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut slot = (mixed >> (64 - TABLE_BITS)) as usize;
+        let code = loop {
+            match table[slot] {
+                EMPTY => {
+                    table[slot] = firsts.len() as u32;
+                    firsts.push(index as u32);
+                    break firsts.len() as u32 - 1;
+                }
+                seen if keys[firsts[seen as usize] as usize] == key => break seen,
+                _ => slot = (slot + 1) & ((1 << TABLE_BITS) - 1),
+            }
+        };
+        if firsts.len() > most {
+            return None;
+        }
+        codes.push(code);
+    }
+    Some(Interned { firsts, codes })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +215,21 @@ mod tests {
     /// no longer one is shared; None exactly where more than half would be
     /// distinct. Columns of every mix of lengths 0-20 over a 3-letter
     /// alphabet (so that values repeat), from a fixed xorshift.
+    #[test]
+    fn keys_that_repeat_share_a_code() {
+        let keys = [7usize, 9, 7, 7, 9, 7, 7, 9];
+        let Interned { firsts, codes } = intern_keys(&keys).unwrap();
+        assert_eq!(firsts, [0, 1]);
+        assert_eq!(codes, [0, 1, 0, 0, 1, 0, 0, 1]);
+        for (i, &c) in codes.iter().enumerate() {
+            assert_eq!(keys[firsts[c as usize] as usize], keys[i]);
+        }
+        assert_eq!(intern_keys(&[1, 2, 3, 1]), None); // three distinct of four
+        assert_eq!(intern_keys(&[]), None);
+        let many: Vec<usize> = (0..20_000).map(|i| i % 5000).collect();
+        assert_eq!(intern_keys(&many), None); // more distinct than MOST_DISTINCT
+    }
+
     #[test]
     fn interned_values_come_back() {
         let mut state = 0x2545_f491_4f6c_dd1d_u64;

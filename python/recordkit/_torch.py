@@ -110,12 +110,18 @@ _GROUP_BYTES = 1 << 20
 
 
 def _nbytes(item: Any) -> int:
+    """About the bytes ``item`` holds: a list's from three of its values (summed
+    over all, the strings of a batch took 45 ns each, a third of what a worker
+    spent per record; the size only decides when a group of batches is sent)."""
     if isinstance(item, dict):
         return sum(_nbytes(value) for value in item.values())
     if isinstance(item, torch.Tensor):
         return item.element_size() * item.nelement()
     if isinstance(item, list):
-        return sum(len(v) if isinstance(v, bytes) else 8 for v in item)
+        if not item:
+            return 0
+        sample = (item[0], item[len(item) // 2], item[-1])
+        return len(item) * sum(len(v) if isinstance(v, bytes) else 8 for v in sample) // 3
     return 8
 
 
