@@ -40,7 +40,7 @@ def test_repeats_are_sent_once_whether_one_object_or_equal_ones() -> None:
     equal = [bytes(bytearray(words[i % 3])) for i in range(300)]
     for values in (same, equal):
         offsets, data, codes = _native._pack_bytes(values)
-        assert codes is not None and len(offsets) == 4 and sorted(set(data.split(b"\0"))) != []
+        assert codes is not None and len(offsets) == 4 and len(data) == 9
         back = _native._unpack_bytes(offsets, data, codes)
         assert back == values and back[0] is back[3]
 
