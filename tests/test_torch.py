@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 import pickletools
 from pathlib import Path
 
@@ -102,3 +103,19 @@ def test_indexed_batches_through_workers_are_torch_batches(tmp_path: Path) -> No
         assert isinstance(batch, TorchBatch) and batch["i"].dtype == torch.int64
         seen.update(zip(batch["i"].tolist(), batch["name"]))
     assert seen == dict(enumerate(names))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes are Linux's")
+def test_the_workers_pipe_holds_a_group_of_batches(tmp_path: Path) -> None:
+    import fcntl
+
+    from recordkit._torch import _PIPE_BYTES, _widen_result_pipe
+
+    rk.write_examples(tmp_path / "a.tfrecord", {"i": np.arange(5000)})
+    loader = rk.Dataset(tmp_path / "a.tfrecord", {"i": rk.FixedLenFeature([], "int64")}).batch(64).loader(num_workers=2)
+    seen = [int(i) for batch in loader for i in batch["i"]]
+    assert sorted(seen) == list(range(5000))
+    reader = loader.dataloader._iterator._worker_result_queue._reader
+    most = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    assert fcntl.fcntl(reader.fileno(), 1032) == (_PIPE_BYTES if most >= _PIPE_BYTES else 65536)  # F_GETPIPE_SZ
+    _widen_result_pipe(object())  # no queue to widen: nothing happens
