@@ -54,41 +54,43 @@ pub fn _pack_bytes<'py>(
     py: Python<'py>,
     values: &Bound<'py, PyList>,
 ) -> PyResult<PackedParts<'py>> {
-    let mut held = Vec::with_capacity(values.len());
-    for item in values.iter() {
-        let Ok(bytes) = item.cast_exact::<PyBytes>() else {
-            let name = item.get_type().name()?;
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "_pack_bytes packs bytes only, not {name}"
-            )));
-        };
-        held.push(bytes.clone());
-    }
-    // Values that repeat are mostly one object each (the read paths share a
-    // `bytes` per distinct short value): found by address first, without
-    // reading a byte (pack 19 -> 8 ns a value for the tutorial's words), then,
-    // failing that, by content.
-    let addresses: Vec<usize> = held.iter().map(|b| b.as_ptr() as usize).collect();
-    let (packed, codes) = match intern_keys(&addresses) {
-        Some(Interned { firsts, codes }) => {
-            let distinct = Packed::of(firsts.iter().map(|&i| held[i as usize].as_bytes()));
-            (distinct, Some(codes))
+    crate::py::errors::guard(|| {
+        let mut held = Vec::with_capacity(values.len());
+        for item in values.iter() {
+            let Ok(bytes) = item.cast_exact::<PyBytes>() else {
+                let name = item.get_type().name()?;
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "_pack_bytes packs bytes only, not {name}"
+                )));
+            };
+            held.push(bytes.clone());
         }
-        None => {
-            let all = Packed::of(held.iter().map(|b| b.as_bytes()));
-            let slices: Vec<&[u8]> = all.values().collect();
-            match intern(&slices, &all.data) {
-                Some(Interned { firsts, codes }) => {
-                    let distinct = Packed::of(firsts.iter().map(|&i| slices[i as usize]));
-                    (distinct, Some(codes))
-                }
-                None => (all, None),
+        // Values that repeat are mostly one object each (the read paths share a
+        // `bytes` per distinct short value): found by address first, without
+        // reading a byte (pack 19 -> 8 ns a value for the tutorial's words), then,
+        // failing that, by content.
+        let addresses: Vec<usize> = held.iter().map(|b| b.as_ptr() as usize).collect();
+        let (packed, codes) = match intern_keys(&addresses) {
+            Some(Interned { firsts, codes }) => {
+                let distinct = Packed::of(firsts.iter().map(|&i| held[i as usize].as_bytes()));
+                (distinct, Some(codes))
             }
-        }
-    };
-    let codes = codes.map(|codes| codes.into_pyarray(py));
-    let data = PyBytes::new(py, &packed.data);
-    Ok((packed.offsets.into_pyarray(py), data, codes))
+            None => {
+                let all = Packed::of(held.iter().map(|b| b.as_bytes()));
+                let slices: Vec<&[u8]> = all.values().collect();
+                match intern(&slices, &all.data) {
+                    Some(Interned { firsts, codes }) => {
+                        let distinct = Packed::of(firsts.iter().map(|&i| slices[i as usize]));
+                        (distinct, Some(codes))
+                    }
+                    None => (all, None),
+                }
+            }
+        };
+        let codes = codes.map(|codes| codes.into_pyarray(py));
+        let data = PyBytes::new(py, &packed.data);
+        Ok((packed.offsets.into_pyarray(py), data, codes))
+    })
 }
 
 /// The list `_pack_bytes` packed. The parts come from another process, so
