@@ -113,8 +113,11 @@ macro_rules! message_class {
             }
 
             /// A new message parsed from `data`, checked as protobuf checks it.
-            #[classmethod]
-            fn FromString(_cls: &Bound<'_, pyo3::types::PyType>, data: &Bound<'_, PyAny>) -> PyResult<Self> {
+            // A static method, not a class method (the classes cannot be
+            // subclassed, so the class is not needed): a class method's lookup
+            // makes a bound method object on every call.
+            #[staticmethod]
+            fn FromString(data: &Bound<'_, PyAny>) -> PyResult<Self> {
                 let data = $crate::py::messages::serialized(data)?;
                 <Self as $crate::py::messages::Message>::from_bytes(data).map_err($crate::py::messages::malformed)
             }
