@@ -86,7 +86,9 @@ class TorchBatch(dict):  # type: ignore[type-arg]
     kilobytes, so they are pickled as NumPy arrays instead and become
     tensors again in the receiving process. A list of ``bytes`` travels as
     one buffer and its offsets (``PackedBytes``) rather than as an object
-    pickled per value: a third of the cost, on both sides.
+    pickled per value: under half the cost on each side for distinct
+    values (1024 of 20 bytes: 13 ns a value packed against 33 pickled, 15
+    unpacked against 31 unpickled), and repeats sent once.
     """
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -60,6 +60,8 @@ def _records(serialized: Any, what: str) -> list:
         raise TypeError(f"{what} takes a batch (a list of serialized records); use the single-record function for one")
     if isinstance(serialized, np.ndarray):
         return serialized.reshape(-1).tolist()
+    if type(serialized) is list:
+        return serialized  # the parser holds a reference to each record it reads: no copy needed
     return list(serialized)
 
 
