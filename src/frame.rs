@@ -43,6 +43,13 @@ impl Format {
     }
 }
 
+/// Where one record's payload lies in the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub pos: u64,
+    pub len: usize,
+}
+
 pub(crate) const TF_HEADER: usize = 12;
 
 /// Whether `bytes` starts with a TFRecord header whose length CRC checks.

@@ -10,7 +10,7 @@ use crate::window::Window;
 
 pub use crate::frame::{
     checked_payload, header_len, is_tfrecord_header, seal_frame, write_ofrecord, write_tfrecord,
-    Format,
+    Format, Span,
 };
 use crate::frame::{header_crc_ok, DEFERRED_CRC_FROM, TF_HEADER};
 
@@ -24,13 +24,6 @@ const READ_AHEAD_FROM: u64 = 64 << 20;
 /// reading them twice), and a hostile stream can put such a claim every few
 /// bytes. Mapped files have no such limit, nor has reading without skipping.
 pub const STREAM_RESYNC_MAX_RECORD: u64 = 64 << 20;
-
-/// Where one record's payload lies in the stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Span {
-    pub pos: u64,
-    pub len: usize,
-}
 
 /// Records, and payload bytes, that `Scanner::count` frames a step: each
 /// step checks the source (a `stat` call) once, where a record a step cost
@@ -53,7 +46,7 @@ fn corrupt(all: &[u8], span: Span) -> bool {
 
 /// The index of the first of `spans` whose payload fails its deferred CRC,
 /// checked on every core: each thread takes a run of spans of about equal bytes.
-fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
+pub(crate) fn first_corrupt(all: &[u8], spans: &[Span]) -> Option<usize> {
     // The spans checked while framing take no work here.
     let deferred_bytes = |s: &Span| if s.len >= DEFERRED_CRC_FROM { s.len } else { 0 };
     let total: usize = spans.iter().map(deferred_bytes).sum();
@@ -224,6 +217,15 @@ impl Scanner {
             && self.format == Format::TfRecord
             && !self.skip_damaged
             && self.win.whole().is_some();
+    }
+
+    /// Where the rest of a mapped TFRecord file may be framed from an index of
+    /// its frames (`parallel_framing::FrameIndex`) rather than by this scanner:
+    /// the offset and index of its next record, where its payloads' CRCs are
+    /// left to the parser and no damage or end is pending.
+    pub fn indexable_from(&self) -> Option<(usize, u64)> {
+        let pos = usize::try_from(self.pos).ok()?;
+        (self.crcs_to_parser && matches!(self.state, State::Active)).then_some((pos, self.records))
     }
 
     /// Whether the batches framed now leave short payloads' CRCs to the parser.

@@ -13,8 +13,12 @@
 //! start: the serial framer then reports whatever it reports, at the same
 //! offset, with the same error, as it always does. The parallel path only
 //! ever answers for intact files.
+//!
+//! `count_frames` counts a whole file so (`count_records`); a [`FrameIndex`]
+//! verifies a file a segment at a time, ahead of threads reading it, and
+//! hands their batches out, stopping where the serial framer is to go on.
 
-use crate::frame::{header_crc_ok, TF_HEADER};
+use crate::frame::{header_crc_ok, Span, TF_HEADER};
 
 /// Bytes of a file below which framing stays serial: a thread's start and
 /// its boundary search cost more than a share of so few records saves.
@@ -99,6 +103,240 @@ pub fn count_frames(all: &[u8], from: usize, threads: usize) -> Option<(u64, usi
         expected_start = stop;
     }
     (expected_start == all.len()).then_some((total, expected_start))
+}
+
+/// Bytes a [`FrameIndex`] verifies per thread each time it runs out.
+const SEGMENT_BYTES_PER_THREAD: usize = 4 << 20;
+
+/// The most bytes a [`FrameIndex`] verifies at once: a run's frame starts
+/// are kept as 32-bit offsets from its own start.
+const SEGMENT_BYTES_MAX: usize = 1 << 30;
+
+/// Frames verified by one thread's walk: the file's records from `first` on
+/// start at `base + starts[k]`, and the last one ends at `end`. Frames are
+/// contiguous, so each record's payload lies between its start and the next.
+#[derive(Debug)]
+pub struct Run {
+    first: u64,
+    base: usize,
+    starts: Vec<u32>,
+    end: usize,
+}
+
+impl Run {
+    fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    fn start(&self, k: usize) -> usize {
+        self.base + self.starts[k] as usize
+    }
+
+    fn frame_end(&self, k: usize) -> usize {
+        match self.starts.get(k + 1) {
+            Some(&next) => self.base + next as usize,
+            None => self.end,
+        }
+    }
+
+    fn payload(&self, k: usize) -> Span {
+        let pos = self.start(k) + TF_HEADER;
+        Span {
+            pos: pos as u64,
+            len: self.frame_end(k) - TF_FOOTER - pos,
+        }
+    }
+}
+
+/// One thread's walk over the frames from `start` until the first boundary
+/// at or past `until`: the run of frames that checked, and whether it got
+/// there (false where a frame did not check before it).
+fn walk_run(all: &[u8], start: usize, until: usize) -> (Run, bool) {
+    let mut run = Run {
+        first: 0,
+        base: start,
+        starts: Vec::new(),
+        end: start,
+    };
+    while run.end < until {
+        let Some(next) = frame_end(all, run.end) else {
+            return (run, false);
+        };
+        run.starts.push((run.end - start) as u32);
+        run.end = next;
+    }
+    (run, true)
+}
+
+/// The records of a batch, as [`FrameIndex::claim`] hands them out: the
+/// file's records from `first` on, `records` of them, known intact up to
+/// their payloads' CRCs (not checked here).
+#[derive(Debug)]
+pub struct Frames {
+    pub first: u64,
+    pub records: usize,
+    pieces: Vec<(std::sync::Arc<Run>, std::ops::Range<usize>)>,
+}
+
+impl Frames {
+    /// Their payloads, into `out` (cleared first).
+    pub fn spans(&self, out: &mut Vec<Span>) {
+        out.clear();
+        out.reserve(self.records);
+        for (run, range) in &self.pieces {
+            out.extend(range.clone().map(|k| run.payload(k)));
+        }
+    }
+
+    /// The offsets where their first frame starts and their last one ends.
+    pub fn stretch(&self) -> (usize, usize) {
+        let (first, last) = (&self.pieces[0], &self.pieces[self.pieces.len() - 1]);
+        (
+            first.0.start(first.1.start),
+            last.0.frame_end(last.1.end - 1),
+        )
+    }
+}
+
+/// What [`FrameIndex::claim`] hands out.
+#[derive(Debug)]
+pub enum Claim {
+    Frames(Frames),
+    /// The frames from offset `pos` (the file's record `record`) on are not
+    /// known intact, or it is the file's end: the serial framer goes on from
+    /// there, and reports the damage or the end as it always does.
+    Serial {
+        pos: usize,
+        record: u64,
+    },
+}
+
+/// The frames of a mapped, uncompressed TFRecord file, verified ahead of the
+/// batches on every thread (the file cut into ranges as [`count_frames`]
+/// cuts it, a segment at a time) and kept as their start offsets, so that a
+/// batch's records are handed out without walking their headers again.
+/// Batches come out in order, each exactly the records the serial framer
+/// would have put in it. At the first frame that does not check, or where
+/// ranges do not stitch and a walk from the last boundary known fails, the
+/// index stops, and the serial framer goes on from that boundary.
+pub struct FrameIndex {
+    threads: usize,
+    /// Runs verified and not all handed out, in order; `taken` records of
+    /// the first are handed out.
+    runs: std::collections::VecDeque<std::sync::Arc<Run>>,
+    taken: usize,
+    /// The end of the frames verified, and the index of the record there.
+    verified: (usize, u64),
+    /// Nothing past `verified` will be: the file's end, or damage.
+    stopped: bool,
+}
+
+impl FrameIndex {
+    /// An index of `all` from offset `pos` (a frame boundary, the file's
+    /// record `record`) on, for `threads` threads; None where the rest of
+    /// the file is too small to be worth it.
+    pub fn new(all: &[u8], pos: usize, record: u64, threads: usize) -> Option<FrameIndex> {
+        if threads < 2 || all.len().checked_sub(pos)? < PARALLEL_FRAMING_FROM {
+            return None;
+        }
+        Some(FrameIndex {
+            threads,
+            runs: Default::default(),
+            taken: 0,
+            verified: (pos, record),
+            stopped: false,
+        })
+    }
+
+    /// The next batch: `want` records (at least one), or fewer once their
+    /// payloads reach `max_bytes`, as the serial framer cuts batches; fewer
+    /// where the frames verified end before that.
+    pub fn claim(&mut self, all: &[u8], want: usize, max_bytes: usize) -> Claim {
+        let (want, max_bytes) = (want.max(1), max_bytes.max(1));
+        let (mut records, mut bytes) = (0usize, 0usize);
+        let mut pieces = Vec::new();
+        while records < want && bytes < max_bytes {
+            let Some(run) = self.runs.front() else {
+                match self.stopped {
+                    true => break,
+                    false => {
+                        self.extend(all);
+                        continue;
+                    }
+                }
+            };
+            let from = self.taken;
+            let mut to = from + (want - records).min(run.len() - from);
+            if max_bytes != usize::MAX {
+                to = from;
+                while to < run.len() && records + (to - from) < want && bytes < max_bytes {
+                    bytes += run.payload(to).len;
+                    to += 1;
+                }
+            }
+            records += to - from;
+            pieces.push((std::sync::Arc::clone(run), from..to));
+            self.taken = to;
+            if to == run.len() {
+                self.runs.pop_front();
+                self.taken = 0;
+            }
+        }
+        match pieces.first() {
+            Some((run, range)) => Claim::Frames(Frames {
+                first: run.first + range.start as u64,
+                records,
+                pieces,
+            }),
+            None => Claim::Serial {
+                pos: self.verified.0,
+                record: self.verified.1,
+            },
+        }
+    }
+
+    /// Verifies the next segment of the file on every thread.
+    fn extend(&mut self, all: &[u8]) {
+        let from = self.verified.0;
+        let segment = self.threads.saturating_mul(SEGMENT_BYTES_PER_THREAD);
+        let until = from
+            .saturating_add(segment.min(SEGMENT_BYTES_MAX))
+            .min(all.len());
+        let bytes = until.saturating_sub(from);
+        let ranges = self.threads.min(bytes / BYTES_PER_RANGE).max(1);
+        let cuts: Vec<usize> = (0..ranges).map(|k| from + bytes / ranges * k).collect();
+        let walks = crate::threads::map_in_turn(&cuts, ranges, |k, &cut| {
+            let start = match k {
+                0 => from,
+                // None past the cut: the range lies in a record that the walk
+                // of the range before goes over.
+                _ => first_boundary(all, cut).unwrap_or(all.len()),
+            };
+            let range_end = cuts.get(k + 1).copied().unwrap_or(until);
+            (start, walk_run(all, start, range_end))
+        });
+        for (start, walked) in walks {
+            let guessed = start != self.verified.0;
+            // A boundary guessed inside a payload (or none found): the rest
+            // of the segment is walked here, from the last one known.
+            let (mut run, intact) = match guessed {
+                false => walked,
+                true => walk_run(all, self.verified.0, until),
+            };
+            run.first = self.verified.1;
+            self.verified = (run.end, run.first + run.len() as u64);
+            if run.len() > 0 {
+                self.runs.push_back(std::sync::Arc::new(run));
+            }
+            if !intact || self.verified.0 == all.len() {
+                self.stopped = true;
+                return;
+            }
+            if guessed {
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -203,5 +441,162 @@ mod tests {
         // A file cut short in its last frame.
         let cut = &all[..all.len() - 3];
         assert_eq!(count_frames(cut, 0, 4), None);
+    }
+
+    /// A batch as (first record, records, offset of its first frame, end of its last).
+    type Cut = (u64, usize, usize, usize);
+
+    /// Every batch an index over `all` (from offset 0) hands out until it
+    /// hands over to the serial framer, and where it hands over; each batch's
+    /// spans are checked against a walk of its frames.
+    fn claims(
+        all: &[u8],
+        threads: usize,
+        want: usize,
+        max_bytes: usize,
+    ) -> (Vec<Cut>, (usize, u64)) {
+        let mut index = FrameIndex::new(all, 0, 0, threads).expect("large enough to index");
+        let (mut got, mut spans) = (Vec::new(), Vec::new());
+        loop {
+            match index.claim(all, want, max_bytes) {
+                Claim::Serial { pos, record } => return (got, (pos, record)),
+                Claim::Frames(frames) => {
+                    let (start, end) = frames.stretch();
+                    frames.spans(&mut spans);
+                    assert_eq!(spans.len(), frames.records);
+                    let mut at = start;
+                    for span in &spans {
+                        assert_eq!(span.pos as usize, at + TF_HEADER);
+                        at = frame_end(all, at).unwrap();
+                        assert_eq!(at - TF_FOOTER, span.pos as usize + span.len);
+                    }
+                    assert_eq!(at, end);
+                    got.push((frames.first, frames.records, start, end));
+                }
+            }
+        }
+    }
+
+    /// The batches the serial framer cuts from frames of `lengths`: the same shape.
+    fn serial_batches(lengths: &[usize], want: usize, max_bytes: usize) -> Vec<Cut> {
+        let (mut out, mut at, mut record) = (Vec::new(), 0usize, 0usize);
+        while record < lengths.len() {
+            let (first, start) = (record, at);
+            let mut bytes = 0;
+            while record < lengths.len() && record - first < want && bytes < max_bytes {
+                bytes += lengths[record];
+                at += lengths[record] + 16;
+                record += 1;
+            }
+            out.push((first as u64, record - first, start, at));
+        }
+        out
+    }
+
+    #[test]
+    fn an_index_hands_out_the_serial_framers_batches() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for shape in 0..3 {
+            let mut lengths = Vec::new();
+            let mut size = 0;
+            while size < (20 << 20) {
+                let n = match shape {
+                    0 => (next() % 300) as usize,
+                    1 => 0,
+                    _ => [0, 7, 2000, 1 << 20][(next() % 4) as usize],
+                };
+                lengths.push(n);
+                size += n + 16;
+            }
+            let all = file_of(&lengths);
+            for threads in [2, 3, 7, 16] {
+                for (want, max_bytes) in [
+                    (1, usize::MAX),
+                    (1000, usize::MAX),
+                    (4096, 1 << 16),
+                    (usize::MAX, 3 << 20),
+                ] {
+                    let (got, handed_over) = claims(&all, threads, want, max_bytes);
+                    let case = format!("shape {shape}, {threads} threads, {want} / {max_bytes}");
+                    assert_eq!(got, serial_batches(&lengths, want, max_bytes), "{case}");
+                    let end = (all.len(), lengths.len() as u64);
+                    assert_eq!(handed_over, end, "{case}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_index_stops_at_the_first_damage_and_hands_over_there() {
+        let lengths = vec![100usize; 100_000];
+        let all = file_of(&lengths);
+        let frame = 100 + 16;
+        let len = all.len();
+        let mut places: Vec<usize> = [2usize, 3, 7, 16]
+            .iter()
+            .flat_map(|&t| (1..t).map(move |k| len / t * k))
+            .collect();
+        places.extend([frame * 3 + 1, len - 1]);
+        for at in places {
+            let damaged_frame = at / frame;
+            for how in ["length", "cut"] {
+                let mut damaged = all.clone();
+                match how {
+                    "length" => damaged[damaged_frame * frame + 2] ^= 0x40,
+                    _ => damaged.truncate(damaged_frame * frame + 5),
+                }
+                if damaged.len() < PARALLEL_FRAMING_FROM {
+                    continue; // framed serially from the start
+                }
+                for threads in [2, 3, 7, 16] {
+                    let (got, handed_over) = claims(&damaged, threads, 1000, usize::MAX);
+                    let expected = serial_batches(&lengths[..damaged_frame], 1000, usize::MAX);
+                    let case = format!("{how} at {at}, {threads} threads");
+                    assert_eq!(got, expected, "{case}");
+                    let there = (damaged_frame * frame, damaged_frame as u64);
+                    assert_eq!(handed_over, there, "{case}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_index_over_payloads_that_hold_frames_hands_out_the_right_batches() {
+        let inner = file_of(&[10; 2000]);
+        let mut all = Vec::new();
+        for _ in 0..400 {
+            write_tfrecord(&mut all, &inner).unwrap();
+        }
+        let lengths = vec![inner.len(); 400];
+        for threads in [2, 3, 7, 16] {
+            let (got, handed_over) = claims(&all, threads, 7, usize::MAX);
+            assert_eq!(
+                got,
+                serial_batches(&lengths, 7, usize::MAX),
+                "{threads} threads"
+            );
+            assert_eq!(handed_over, (all.len(), 400));
+        }
+    }
+
+    #[test]
+    fn each_thread_walks_its_own_range_of_an_intact_file() {
+        let all = file_of(&vec![100; 200_000]);
+        for threads in [2, 3, 7] {
+            let mut index = FrameIndex::new(&all, 0, 0, threads).unwrap();
+            index.extend(&all);
+            // Stitched, not walked again from the first range's end.
+            let ranges =
+                threads.min(all.len().min(threads * SEGMENT_BYTES_PER_THREAD) / BYTES_PER_RANGE);
+            assert_eq!(index.runs.len(), ranges, "{threads} threads");
+            let walked: usize = index.runs.iter().map(|r| r.len()).sum();
+            assert_eq!(index.verified.1, walked as u64);
+        }
     }
 }

@@ -17,6 +17,7 @@ use crate::columns::{
 use crate::error::{Error, Result};
 use crate::example::Schema;
 use crate::framing::{Scanner, Skipped, Span};
+use crate::parallel_framing::{Claim, FrameIndex, Frames};
 use crate::pool::Panic;
 use crate::window::{Mapping, RELEASE_STEP};
 
@@ -152,6 +153,10 @@ fn records_in<'a>(held: &'a [u8], spans: &[Span], footers: Footers) -> Vec<&'a [
         .map(|s| &held[s.pos as usize..s.pos as usize + s.len + footers.bytes()])
         .collect()
 }
+
+/// A batch's columns, and the index of the damaged record they end before
+/// (see `parse_until_damage`); or why the parse failed.
+type Parsed = std::result::Result<(Vec<OwnedColumn>, Option<usize>), ParseFailure>;
 
 /// Parses `records` with `parse`. Where the first record that fails is one
 /// the parser found damaged (`ParseFailure::Corrupt`), the records before it
@@ -337,6 +342,10 @@ struct FramingState {
     next: u64,
     /// A batch framed before the threads started, to be parsed first.
     first: Option<Framed>,
+    /// The frame boundaries of a mapped file, verified ahead on every thread:
+    /// where there is one, each batch's thread frames its own records, and the
+    /// scanner takes over only where the index stops.
+    index: Option<FrameIndex>,
     /// The end or an error was reached (or Python stopped taking batches):
     /// no thread frames another batch.
     finished: bool,
@@ -431,20 +440,17 @@ impl ReadAheadShared {
         true
     }
 
-    /// The threads `framed` is parsed on: its share of them, or every one
-    /// where it is the last full batch of a mapped file (or of the limit), which
-    /// the threads that take a batch each would otherwise leave to one of
-    /// them while the others, with nothing left to make, wait (two threads
-    /// reading 1 M of the tutorial's records: the other idled 1.7 ms of the
-    /// 28 at the end, 0.7 ms with the batch shared).
-    fn split_of(&self, framing: &FramingState, framed: &Framed) -> usize {
-        let spans = (framed.spans.first(), framed.spans.last());
-        let last = match (&self.mapping, spans, framing.left) {
+    /// The threads a batch is parsed on: its share of them, or every one
+    /// where it is the last full batch of a mapped file (or of the limit),
+    /// which the threads that take a batch each would otherwise leave to one
+    /// of them while the others, with nothing left to make, wait (two threads
+    /// reading 1 M of the tutorial's records: the other idled 1.7 ms of the 28
+    /// at the end, 0.7 ms with the batch shared). `stretch` is where its records
+    /// lie in a mapped file (None where they were copied out of a stream).
+    fn split_of(&self, left: Option<u64>, stretch: Option<(u64, u64)>) -> usize {
+        let last = match (&self.mapping, stretch, left) {
             (_, _, Some(0)) => true,
-            (Some(mapping), (Some(first), Some(end)), _) if framed.copied.is_none() => {
-                let end = end.pos + end.len as u64;
-                mapping.len() as u64 - end < end - first.pos
-            }
+            (Some(mapping), Some((start, end)), _) => mapping.len() as u64 - end < end - start,
             _ => false,
         };
         match last {
@@ -453,8 +459,45 @@ impl ReadAheadShared {
         }
     }
 
-    /// The batch just claimed in `framing`, framed there, then parsed.
+    /// The batch just claimed in `framing`, framed there (or, where the file's
+    /// frames are indexed, found there and framed after the lock is let go),
+    /// then parsed.
     fn make(&self, mut framing: MutexGuard<'_, FramingState>) -> Result<Batch> {
+        let FramingState {
+            scanner,
+            left,
+            size,
+            first,
+            index,
+            ..
+        } = &mut *framing;
+        let want = left.map_or(size.records as u64, |left| left.min(size.records as u64));
+        let claim = match (first.is_none() && want > 0, index.as_mut(), &self.mapping) {
+            (true, Some(frames), Some(mapping)) => {
+                Some(frames.claim(mapping, want as usize, size.bytes))
+            }
+            _ => None,
+        };
+        let claimed = match claim {
+            Some(Claim::Frames(frames)) => {
+                if let Some(left) = left {
+                    *left -= frames.records as u64;
+                }
+                Some(frames)
+            }
+            Some(Claim::Serial { pos, record }) => {
+                *index = None;
+                scanner.seek(pos as u64, record)?;
+                None
+            }
+            None => None,
+        };
+        if let Some(frames) = claimed {
+            let (start, end) = frames.stretch();
+            let split = self.split_of(framing.left, Some((start as u64, end as u64)));
+            drop(framing);
+            return self.make_claimed(frames, split);
+        }
         let FramingState {
             scanner,
             left,
@@ -473,7 +516,7 @@ impl ReadAheadShared {
                 frame(scanner, left, *size, spans, true)
             }
         };
-        let mut framed = match framed {
+        let framed = match framed {
             Ok(framed) if !framed.spans.is_empty() => framed,
             ended => {
                 framing.finished = true;
@@ -486,7 +529,6 @@ impl ReadAheadShared {
                 });
             }
         };
-        let (requests, schema, footers) = (&self.requests, self.schema, framed.footers);
         let held: Option<&[u8]> = match (&framed.copied, &self.mapping) {
             (Some(copied), _) => Some(copied),
             (None, Some(mapping)) => Some(mapping),
@@ -494,33 +536,16 @@ impl ReadAheadShared {
         };
         let columns = match held {
             Some(held) => {
-                let split = self.split_of(&framing, &framed);
-                drop(framing);
-                let records = records_in(held, &framed.spans, footers);
-                let columns = if self.in_mapping && framed.copied.is_none() {
-                    let in_mapping = |columns| columns_in_mapping(columns, held);
-                    let slices = Strings::Slices;
-                    parse_until_damage(&records, |records| {
-                        parse_examples_on(
-                            split, records, footers, requests, schema, slices, in_mapping,
-                        )
-                    })
-                } else {
-                    let flat = Strings::flat_for(&records);
-                    parse_until_damage(&records, |records| {
-                        parse_examples_on(
-                            split,
-                            records,
-                            footers,
-                            requests,
-                            schema,
-                            flat,
-                            owned_columns,
-                        )
-                    })
+                let stretch = match (&framed.copied, framed.spans.first(), framed.spans.last()) {
+                    (None, Some(first), Some(last)) => {
+                        Some((first.pos, last.pos + last.len as u64))
+                    }
+                    _ => None,
                 };
-                self.check_mapping()?;
-                columns
+                let split = self.split_of(framing.left, stretch);
+                drop(framing);
+                let in_mapping = self.in_mapping && framed.copied.is_none();
+                self.parse_held(&framed, held, in_mapping, split)?
             }
             None => {
                 // In the scanner's window, where the next batch would be framed
@@ -530,20 +555,111 @@ impl ReadAheadShared {
                 let records: Vec<&[u8]> =
                     framed.spans.iter().map(|&s| scanner.payload(s)).collect();
                 let flat = Strings::flat_for(&records);
-                let none = Footers::None;
+                let (requests, schema, none) = (&self.requests, self.schema, Footers::None);
                 let parsed =
                     parse_examples_parallel(&records, none, requests, schema, flat, owned_columns);
                 drop(framing);
                 parsed.map(|columns| (columns, None))
             }
         };
+        self.finish_batch(framed, columns, None)
+    }
+
+    /// The batch of `frames`, claimed from a mapped file's index: its spans
+    /// made here, off the framing lock, its large payloads' CRCs checked (the
+    /// parser checks the short ones), then parsed on `split` threads.
+    fn make_claimed(&self, frames: Frames, split: usize) -> Result<Batch> {
+        let all: &[u8] = self
+            .mapping
+            .as_deref()
+            .expect("an index is of a mapped file");
+        let mut spans = Vec::new();
+        frames.spans(&mut spans);
+        let mut framed = Framed {
+            spans,
+            first: frames.first,
+            skipped: Vec::new(),
+            copied: None,
+            footers: Footers::Crc,
+        };
+        // A large payload that fails its CRC ends the batch before it, as a
+        // damaged record the parser finds does (unless the file shrank: zeros
+        // in place of its pages are the truncation, not damage).
+        let corrupt = crate::framing::first_corrupt(all, &framed.spans);
+        if corrupt.is_some() {
+            self.check_mapping()?;
+        }
+        let pending = match corrupt {
+            Some(0) => {
+                let (span, at) = framed.record(0);
+                return Err(self.framing().scanner.corrupt_payload(span, at));
+            }
+            Some(k) => {
+                let (span, at) = framed.cut_before(k);
+                Some(self.framing().scanner.corrupt_payload(span, at))
+            }
+            None => None,
+        };
+        let columns = self.parse_held(&framed, all, self.in_mapping, split)?;
+        self.finish_batch(framed, columns, pending)
+    }
+
+    /// Parses `framed`, whose records are in `held`, on `split` threads; with
+    /// `in_mapping`, byte strings are left where they are in the mapped file.
+    fn parse_held(
+        &self,
+        framed: &Framed,
+        held: &[u8],
+        in_mapping: bool,
+        split: usize,
+    ) -> Result<Parsed> {
+        let (requests, schema, footers) = (&self.requests, self.schema, framed.footers);
+        let records = records_in(held, &framed.spans, footers);
+        let columns = if in_mapping {
+            let in_mapping = |columns| columns_in_mapping(columns, held);
+            let slices = Strings::Slices;
+            parse_until_damage(&records, |records| {
+                parse_examples_on(
+                    split, records, footers, requests, schema, slices, in_mapping,
+                )
+            })
+        } else {
+            let flat = Strings::flat_for(&records);
+            parse_until_damage(&records, |records| {
+                parse_examples_on(
+                    split,
+                    records,
+                    footers,
+                    requests,
+                    schema,
+                    flat,
+                    owned_columns,
+                )
+            })
+        };
+        self.check_mapping()?;
+        Ok(columns)
+    }
+
+    /// The batch of `framed` and its parsed `columns`, or the error they end
+    /// in; `pending` is damage found after its records, to be reported after
+    /// them where the parse found none among them.
+    fn finish_batch(
+        &self,
+        mut framed: Framed,
+        columns: Parsed,
+        pending: Option<Error>,
+    ) -> Result<Batch> {
         // The lock is released: errors may take it to end the scan.
         let (columns, damaged_at) = match columns {
             Ok(parsed) => parsed,
             Err(failure) => return Err(parse_error(&mut self.framing().scanner, &framed, failure)),
         };
         let damaged = damaged_at.map(|k| framed.cut_before(k));
-        let then = damaged.map(|(span, at)| self.framing().scanner.corrupt_payload(span, at));
+        let then = match damaged {
+            Some((span, at)) => Some(self.framing().scanner.corrupt_payload(span, at)),
+            None => pending,
+        };
         let end = match (&framed.copied, framed.spans.last()) {
             (None, Some(last)) if self.mapping.is_some() => last.pos + last.len as u64,
             _ => 0,
@@ -594,9 +710,16 @@ const AHEAD_BYTES: usize = 16 << 20;
 /// than this one frames and checks the next (2 threads against 1:
 /// `read_examples(batch_size=8192)` 1.65 x with the CRCs left to the parser,
 /// 1.84 x with them checked while framing; `read_table` 1.67 x and 1.89 x).
-/// Where the cut-over lies between 2 and 16 threads is not measured; by the
-/// lock times above, framing with the CRCs would bind at about 65 M tutorial
-/// records/s, the parsing of six threads.
+///
+/// With more threads, a mapped file's frames are not framed under the lock
+/// at all: they are verified ahead on every thread (`FrameIndex`), and each
+/// batch's thread takes its records' spans from there. The index walks the
+/// headers apart from the parse as the lock's framing did, and costs about
+/// as much CPU: on this 2-core VM, 1 M tutorial records took 112-124 ms of
+/// CPU with it and 107-127 ms framed under the lock at 3, 4, 6 and 16
+/// threads (batches of 1024: 13.3-14.6 M records/s against 12.7-13.1;
+/// of 8192: 15.0-15.7 against 15.7-16.2). Where the cut-over lies between 2
+/// and 16 threads is not measured.
 const CRCS_WHILE_FRAMING_UP_TO: usize = 2;
 
 /// Whether batches read ahead by `threads` threads leave short payloads'
@@ -666,10 +789,15 @@ impl ReadAhead {
         let first_pos = first.as_ref().and_then(|f| f.spans.first()).map(|s| s.pos);
         let released = first_pos.unwrap_or_else(|| scanner.position());
         scanner.keep_from(released);
+        let mapping = scanner.mapping();
+        let index = match (&mapping, scanner.indexable_from()) {
+            (Some(all), Some((pos, record))) => FrameIndex::new(all, pos, record, cores),
+            _ => None,
+        };
         let shared = Arc::new(ReadAheadShared {
             requests,
             schema,
-            mapping: scanner.mapping(),
+            mapping,
             split: cores / makers,
             in_mapping,
             framing: Mutex::new(FramingState {
@@ -678,6 +806,7 @@ impl ReadAhead {
                 size,
                 next: 0,
                 first,
+                index,
                 finished: false,
             }),
             room: Mutex::new(BatchesInFlight {

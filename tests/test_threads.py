@@ -487,3 +487,108 @@ def test_framing_on_every_thread_reports_damage_as_one_thread_does(tmp_path: Pat
                 outcomes.add((error.value.offset, error.value.record_index, error.value.kind, str(error.value)))
             assert len(outcomes) == 1, (frame, how, outcomes)
             assert next(iter(outcomes))[1] == frame
+
+
+INDEXED_SPEC = {"id": rk.FixedLenFeature([], "int64", default_value=-1), "blob": rk.VarLenFeature("string")}
+
+
+@pytest.fixture(scope="module")
+def every_size(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int], list[int]]:
+    """About 24 MB of Examples, most of them small, some empty (no features: 0 bytes),
+    one in 2 000 of 1 to 4 MB: its path, each record's id (-1 for the empty ones) and
+    blob length."""
+    rng = np.random.default_rng(fresh_seed())
+    path = tmp_path_factory.mktemp("indexed") / "every-size.tfrecord"
+    ids, lengths = [], []
+    size = 0
+    with rk.TFRecordWriter(path) as writer:
+        while size < 24 << 20:
+            kind = rng.integers(0, 2000)
+            n = int(rng.integers(1 << 20, 4 << 20)) if kind == 0 else int(rng.integers(0, 400))
+            if 0 < kind < 100:
+                writer.write(b"")
+                ids.append(-1)
+                lengths.append(0)
+            else:
+                i = len(ids)
+                writer.write(rk.encode_example({"id": i, "blob": rng.bytes(n)}))
+                ids.append(i)
+                lengths.append(n)
+            size += n + 40
+    return path, ids, lengths
+
+
+def _read_indexed(path: Path, count: int, batch_size: int) -> tuple[list[int], list[int], list[int], BaseException | None]:
+    """Every batch's size, the ids and the blobs' lengths read (the empty records have
+    none), and the error the read ended in."""
+    rk.set_num_threads(count)
+    sizes: list[int] = []
+    ids: list[int] = []
+    lengths: list[int] = []
+    try:
+        for batch in rk.read_examples(path, INDEXED_SPEC, batch_size=batch_size):
+            sizes.append(len(batch["id"]))
+            ids.extend(batch["id"].tolist())
+            lengths.extend(len(value) for value in batch["blob"].values)
+    except rk.DataLossError as error:
+        return sizes, ids, lengths, error
+    return sizes, ids, lengths, None
+
+
+@pytest.mark.parametrize("batch_size", [1, 1000, 8192, 1_000_000])
+def test_every_thread_count_reads_every_record_once_in_order(
+        every_size: tuple[Path, list[int], list[int]], batch_size: int) -> None:
+    # Above two threads a mapped file's frame boundaries are verified ahead on every
+    # thread, and each batch's thread frames its own records.
+    path, ids, lengths = every_size
+    counts = FRAMING_THREADS if batch_size > 1 else (1, 7)
+    for count in counts:
+        sizes, got_ids, got_lengths, error = _read_indexed(path, count, batch_size)
+        assert error is None
+        assert got_ids == ids, count
+        assert got_lengths == [n for i, n in zip(ids, lengths) if i >= 0], count
+        assert sizes == [min(batch_size, len(ids) - k) for k in range(0, len(ids), batch_size)], count
+    tables = []
+    for count in FRAMING_THREADS:
+        rk.set_num_threads(count)
+        tables.append(rk.read_table(path, INDEXED_SPEC))
+    assert tables[0].column("id").to_pylist() == ids
+    assert [sum(map(len, row)) for row in tables[0].column("blob").to_pylist()] == lengths
+    assert all(t.equals(tables[0]) for t in tables[1:])
+
+
+def test_damage_is_reported_as_one_thread_reports_it_for_every_thread_count(
+        every_size: tuple[Path, list[int], list[int]], tmp_path: Path) -> None:
+    # Damage at or after each range boundary of 2, 3, 7 and 16 threads: a payload that
+    # fails its CRC, a length that fails its CRC, a file that ends inside a header.
+    path, ids, _ = every_size
+    data = path.read_bytes()
+    lengths = [int.from_bytes(data[s:s + 8], "little") for s in _frame_starts(path)]
+    starts = _frame_starts(path)
+    boundaries = {len(data) // t * k for t in (2, 3, 7, 16) for k in range(1, t)}
+    frames = sorted({next((i for i, s in enumerate(starts) if s >= b), len(starts) - 1) for b in boundaries})
+    hows = ("payload", "length", "cut")
+    cases = [(frame, hows[k % 3]) for k, frame in enumerate(frames[::2] + [len(starts) - 1])]
+    # A large payload's CRC is checked apart from the parse (a record of 1 MB or more).
+    cases.append((max(i for i, n in enumerate(lengths) if n >= 1 << 20), "payload"))
+    for frame, how in cases:
+        broken = bytearray(data)
+        length = int.from_bytes(data[starts[frame]:starts[frame] + 8], "little")
+        if how == "payload" and length == 0:
+            how = "length"
+        if how == "payload":
+            broken[starts[frame] + 12 + length // 2] ^= 0x01  # its payload no longer matches its CRC
+        elif how == "length":
+            broken[starts[frame] + 3] ^= 0x10
+        else:
+            broken = broken[: starts[frame] + 5]
+        bad = tmp_path / f"bad-{frame}-{how}.tfrecord"
+        bad.write_bytes(bytes(broken))
+        outcomes = set()
+        for count in FRAMING_THREADS:
+            sizes, got_ids, _, error = _read_indexed(bad, count, 1000)
+            assert error is not None, (frame, how, count)
+            assert got_ids == ids[:frame], (frame, how, count)  # every intact record first, none after
+            outcomes.add((error.offset, error.record_index, error.kind, str(error)))
+        assert len(outcomes) == 1, (frame, how, outcomes)
+        assert next(iter(outcomes))[1] == frame
