@@ -99,6 +99,33 @@ def framing(data: bytes) -> None:
         assert by_threads[0] == by_threads[1], "read_examples differs between one thread and two"
 
 
+_INDEXED_PREFIX: list[bytes] = []
+
+
+def _indexed_prefix() -> bytes:
+    """About 5 MB of intact Examples, built once: enough that, after the first batch,
+    threads reading ahead verify the rest of the file's frames on every thread."""
+    if not _INDEXED_PREFIX:
+        records = [rk.encode_example({"x": i, "s": bytes([i % 251]) * (i * 7919 % 3000)}) for i in range(3300)]
+        _INDEXED_PREFIX.append(frame(records))
+    return _INDEXED_PREFIX[0]
+
+
+def indexed_framing(data: bytes) -> None:
+    """``read_examples`` of the input after 5 MB of intact records, on one thread (one
+    record framed after another) and on seven (the frames verified ahead on every thread,
+    in ranges stitched together): the same batches, then the same error, either way."""
+    path = _scratch("indexed.tfrecord", _indexed_prefix() + data)
+    by_threads = []
+    for threads in (1, 7):
+        rk.set_num_threads(threads)
+        try:
+            by_threads.append(_examples_read(path, 500))
+        finally:
+            rk.set_num_threads(None)
+    assert by_threads[0] == by_threads[1], "read_examples differs between one thread and seven"
+
+
 EXAMPLES_SPEC = {"x": rk.FixedLenFeature([], "int64", default_value=-1),
                  "s": rk.FixedLenFeature([], "string", default_value=b"")}
 
@@ -231,6 +258,7 @@ def index(data: bytes) -> None:
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "framing": framing,
+    "indexed_framing": indexed_framing,
     "wire": wire,
     "parse_example": parse_example,
     "parse_tensor": parse_tensor,

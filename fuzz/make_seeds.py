@@ -41,6 +41,14 @@ SEEDS: dict[str, dict[str, bytes]] = {
         "bad-data-crc": frame([b"abc", b"def"])[:-1] + b"\x00",
         "partial-header": frame([b"abc"]) + b"\x05\x00\x00",
     },
+    # Each after 5 MB of intact records (see `harnesses.indexed_framing`).
+    "indexed_framing": {
+        "empty": b"",
+        "examples": frame([example(x=i, s=f"n{i}") for i in range(4)]),
+        "bad-data-crc": frame([example(x=1), example(x=2)])[:-1] + b"\x00",
+        "bad-length-crc": frame([example(x=1)])[:9] + b"\x00" + frame([example(x=1)])[10:],
+        "partial-header": frame([example(x=1)]) + b"\x05\x00\x00",
+    },
     "wire": {
         "example": example(label=1, score=[0.5, 0.25], name="cat", ids=[1, 2, 3]),
         "empty-example": b"",
