@@ -557,6 +557,18 @@ def test_every_thread_count_reads_every_record_once_in_order(
     assert all(t.equals(tables[0]) for t in tables[1:])
 
 
+def test_every_thread_count_reads_every_record_of_a_gzip_file_once_in_order(
+        every_size: tuple[Path, list[int], list[int]], tmp_path: Path) -> None:
+    # A stream: framed as it is inflated, batches copied out to be parsed on other threads.
+    path, ids, _ = every_size
+    gz = tmp_path / "every-size.tfrecord.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes(), compresslevel=1))
+    for count in FRAMING_THREADS:
+        sizes, got_ids, _, error = _read_indexed(gz, count, 1000)
+        assert error is None and got_ids == ids, count
+        assert sizes == [min(1000, len(ids) - k) for k in range(0, len(ids), 1000)], count
+
+
 def test_damage_is_reported_as_one_thread_reports_it_for_every_thread_count(
         every_size: tuple[Path, list[int], list[int]], tmp_path: Path) -> None:
     # Damage at or after each range boundary of 2, 3, 7 and 16 threads: a payload that
