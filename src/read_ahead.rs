@@ -715,11 +715,12 @@ const AHEAD_BYTES: usize = 16 << 20;
 /// at all: they are verified ahead on every thread (`FrameIndex`), and each
 /// batch's thread takes its records' spans from there. The index walks the
 /// headers apart from the parse as the lock's framing did, and costs about
-/// as much CPU: on this 2-core VM, 1 M tutorial records took 112-124 ms of
-/// CPU with it and 107-127 ms framed under the lock at 3, 4, 6 and 16
-/// threads (batches of 1024: 13.3-14.6 M records/s against 12.7-13.1;
-/// of 8192: 15.0-15.7 against 15.7-16.2). Where the cut-over lies between 2
-/// and 16 threads is not measured.
+/// as much CPU: on this 2-core VM, at 3, 4, 6 and 16 threads, 1 M tutorial
+/// records took 94-113 ms of CPU with it and 92-113 ms framed under the
+/// lock (batches of 1024: 14.8-16.7 M records/s against 14.5-15.2; of 8192:
+/// 18.0-18.6 against 17.6-18.7); 150 KB records at 4 threads, 6.5-6.6 GB/s
+/// against 6.2-6.4. Where the cut-over lies between 2 and 16 threads is not
+/// measured.
 const CRCS_WHILE_FRAMING_UP_TO: usize = 2;
 
 /// Whether batches read ahead by `threads` threads leave short payloads'
