@@ -223,6 +223,8 @@ def step_count_error(name: str, shape: Sequence[int], step_counts: np.ndarray, b
 
 def _fixed(name: str, spec: FixedLenFeature, column: Column, batch: int, single: bool) -> np.ndarray:
     values, counts, uniform = column
+    if uniform == 1 and batch and not spec.shape and not single and len(values) == batch:
+        return values  # a scalar in every record, the most common case, as it came
     size = math.prod(spec.shape)
     lead = () if single else (batch,)
     if batch and size and uniform == size:
