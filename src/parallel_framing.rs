@@ -312,14 +312,14 @@ impl FrameIndex {
 
     /// Verifies the next segment of the file on every thread.
     fn extend(&mut self, all: &[u8]) {
-        let from = self.verified.0;
+        let (from, records) = self.verified;
         let segment = self.threads.saturating_mul(SEGMENT_BYTES_PER_THREAD);
         let until = from
             .saturating_add(segment.min(SEGMENT_BYTES_MAX))
             .min(all.len());
         let bytes = until.saturating_sub(from);
-        let (pos, records) = self.verified;
-        let large = records > 0 && pos / records as usize >= SERIAL_WALK_FROM_FRAME_BYTES;
+        // The file's average frame so far (from its start: `from` and `records` count from there).
+        let large = records > 0 && from / records as usize >= SERIAL_WALK_FROM_FRAME_BYTES;
         let ranges = match large {
             true => 1,
             false => self.threads.min(bytes / BYTES_PER_RANGE).max(1),
@@ -371,19 +371,23 @@ mod tests {
         out
     }
 
+    /// A repeatable stream of pseudo-random numbers.
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
     fn serial_count(all: &[u8]) -> Option<u64> {
         walk(all, 0, all.len()).and_then(|(n, end)| (end == all.len()).then_some(n))
     }
 
     #[test]
     fn counts_every_frame_once_for_any_thread_count() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for shape in 0..4 {
             let lengths: Vec<usize> = (0..)
                 .map(|_| match shape {
@@ -513,13 +517,7 @@ mod tests {
 
     #[test]
     fn an_index_hands_out_the_serial_framers_batches() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         for shape in 0..4 {
             let mut lengths = Vec::new();
             let mut size = 0;
