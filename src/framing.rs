@@ -222,10 +222,15 @@ impl Scanner {
     /// Where the rest of a mapped TFRecord file may be framed from an index of
     /// its frames (`parallel_framing::FrameIndex`) rather than by this scanner:
     /// the offset and index of its next record, where its payloads' CRCs are
-    /// left to the parser and no damage or end is pending.
+    /// left to the parser or not checked, damage is not skipped, and no damage
+    /// or end is pending.
     pub fn indexable_from(&self) -> Option<(usize, u64)> {
         let pos = usize::try_from(self.pos).ok()?;
-        (self.crcs_to_parser && matches!(self.state, State::Active)).then_some((pos, self.records))
+        let plain =
+            self.format == Format::TfRecord && !self.skip_damaged && self.win.whole().is_some();
+        let crcs_elsewhere = self.crcs_to_parser || !self.verify;
+        (plain && crcs_elsewhere && matches!(self.state, State::Active))
+            .then_some((pos, self.records))
     }
 
     /// Whether the batches framed now leave short payloads' CRCs to the parser.

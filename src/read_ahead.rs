@@ -317,6 +317,9 @@ struct ReadAheadShared {
     schema: Schema,
     /// Where the records of a mapped file are parsed from.
     mapping: Option<Arc<Mapping>>,
+    /// What follows the payloads of the batches claimed from a frame index:
+    /// their CRCs, where they are checked.
+    index_footers: Footers,
     /// The threads each batch is parsed on (1 where every thread takes a
     /// batch of its own).
     split: usize,
@@ -566,8 +569,8 @@ impl ReadAheadShared {
     }
 
     /// The batch of `frames`, claimed from a mapped file's index: its spans
-    /// made here, off the framing lock, its large payloads' CRCs checked (the
-    /// parser checks the short ones), then parsed on `split` threads.
+    /// made here, off the framing lock, its large payloads' CRCs checked where
+    /// CRCs are (the parser checks the short ones), then parsed on `split` threads.
     fn make_claimed(&self, frames: Frames, split: usize) -> Result<Batch> {
         let all: &[u8] = self
             .mapping
@@ -580,12 +583,15 @@ impl ReadAheadShared {
             first: frames.first,
             skipped: Vec::new(),
             copied: None,
-            footers: Footers::Crc,
+            footers: self.index_footers,
         };
         // A large payload that fails its CRC ends the batch before it, as a
         // damaged record the parser finds does (unless the file shrank: zeros
         // in place of its pages are the truncation, not damage).
-        let corrupt = crate::framing::first_corrupt(all, &framed.spans);
+        let corrupt = match framed.footers {
+            Footers::Crc => crate::framing::first_corrupt(all, &framed.spans),
+            Footers::None => None,
+        };
         if corrupt.is_some() {
             self.check_mapping()?;
         }
@@ -792,13 +798,20 @@ impl ReadAhead {
         scanner.keep_from(released);
         let mapping = scanner.mapping();
         let index = match (&mapping, scanner.indexable_from()) {
-            (Some(all), Some((pos, record))) => FrameIndex::new(all, pos, record, cores),
+            (Some(all), Some((pos, record))) if leaves_crcs_to_parser(cores) => {
+                FrameIndex::new(all, pos, record, cores)
+            }
             _ => None,
+        };
+        let index_footers = match scanner.crcs_left_to_parser() {
+            true => Footers::Crc,
+            false => Footers::None, // not checked (`verify=False`)
         };
         let shared = Arc::new(ReadAheadShared {
             requests,
             schema,
             mapping,
+            index_footers,
             split: cores / makers,
             in_mapping,
             framing: Mutex::new(FramingState {
