@@ -244,23 +244,47 @@ pub struct FrameIndex {
     verified: (usize, u64),
     /// Nothing past `verified` will be: the file's end, or damage.
     stopped: bool,
+    /// The index of the record after the last one wanted, where a limit is set.
+    last: Option<u64>,
 }
 
 impl FrameIndex {
     /// An index of `all` from offset `pos` (a frame boundary, the file's
     /// record `record`) on, for `threads` threads; None where the rest of
     /// the file is too small to be worth it.
-    pub fn new(all: &[u8], pos: usize, record: u64, threads: usize) -> Option<FrameIndex> {
-        if threads < 2 || all.len().checked_sub(pos)? < PARALLEL_FRAMING_FROM {
-            return None;
-        }
-        Some(FrameIndex {
+    pub fn new(
+        all: &[u8],
+        pos: usize,
+        record: u64,
+        threads: usize,
+        limit: Option<u64>,
+    ) -> Option<FrameIndex> {
+        let index = FrameIndex {
             threads,
             runs: Default::default(),
             taken: 0,
             verified: (pos, record),
             stopped: false,
-        })
+            last: limit.map(|limit| record.saturating_add(limit)),
+        };
+        let bytes = all.len().checked_sub(pos)?.min(index.bytes_wanted());
+        (threads >= 2 && bytes >= PARALLEL_FRAMING_FROM).then_some(index)
+    }
+
+    /// About the bytes from `verified` on that the records still wanted
+    /// take, where a limit is set, by the file's average frame so far (and a
+    /// quarter more): a range of a file read to a record count (an engine's
+    /// task) verifies little past its end.
+    fn bytes_wanted(&self) -> usize {
+        let (pos, records) = self.verified;
+        match self.last {
+            Some(last) if records > 0 => {
+                let left = usize::try_from(last.saturating_sub(records)).unwrap_or(usize::MAX);
+                let frame = pos / records as usize;
+                left.saturating_mul(frame).saturating_mul(5) / 4 + BYTES_PER_RANGE
+            }
+            _ => usize::MAX,
+        }
     }
 
     /// The next batch: `want` records (at least one), or fewer once their
@@ -314,9 +338,8 @@ impl FrameIndex {
     fn extend(&mut self, all: &[u8]) {
         let (from, records) = self.verified;
         let segment = self.threads.saturating_mul(SEGMENT_BYTES_PER_THREAD);
-        let until = from
-            .saturating_add(segment.min(SEGMENT_BYTES_MAX))
-            .min(all.len());
+        let segment = segment.min(SEGMENT_BYTES_MAX).min(self.bytes_wanted());
+        let until = from.saturating_add(segment).min(all.len());
         let bytes = until.saturating_sub(from);
         // The file's average frame so far (from its start: `from` and `records` count from there).
         let large = records > 0 && from / records as usize >= SERIAL_WALK_FROM_FRAME_BYTES;
@@ -477,7 +500,7 @@ mod tests {
         want: usize,
         max_bytes: usize,
     ) -> (Vec<Cut>, (usize, u64)) {
-        let mut index = FrameIndex::new(all, 0, 0, threads).expect("large enough to index");
+        let mut index = FrameIndex::new(all, 0, 0, threads, None).expect("large enough to index");
         let (mut got, mut spans) = (Vec::new(), Vec::new());
         loop {
             match index.claim(all, want, max_bytes) {
@@ -608,7 +631,7 @@ mod tests {
     fn each_thread_walks_its_own_range_of_an_intact_file() {
         let all = file_of(&vec![100; 200_000]);
         for threads in [2, 3, 7] {
-            let mut index = FrameIndex::new(&all, 0, 0, threads).unwrap();
+            let mut index = FrameIndex::new(&all, 0, 0, threads, None).unwrap();
             index.extend(&all);
             // Stitched, not walked again from the first range's end.
             let ranges =
@@ -617,5 +640,32 @@ mod tests {
             let walked: usize = index.runs.iter().map(|r| r.len()).sum();
             assert_eq!(index.verified.1, walked as u64);
         }
+    }
+
+    #[test]
+    fn an_index_with_a_limit_verifies_little_past_it() {
+        let all = file_of(&vec![100; 200_000]);
+        let (first, start) = (1000u64, 1000 * 116);
+        // Too few records wanted to be worth verifying ahead.
+        assert!(FrameIndex::new(&all, start, first, 7, Some(10_000)).is_none());
+        let wanted = 60_000u64;
+        let mut index = FrameIndex::new(&all, start, first, 7, Some(wanted)).unwrap();
+        let mut taken = 0u64;
+        while taken < wanted {
+            let want = (wanted - taken).min(1000) as usize;
+            let Claim::Frames(frames) = index.claim(&all, want, usize::MAX) else {
+                panic!("the index stopped before the limit");
+            };
+            assert_eq!(frames.first, first + taken);
+            assert_eq!(frames.records, want);
+            taken += want as u64;
+        }
+        let end = start + wanted as usize * 116;
+        let slack = wanted as usize * 116 / 4 + BYTES_PER_RANGE + 116;
+        assert!(
+            index.verified.0 <= end + slack,
+            "{} past the limit's end",
+            index.verified.0 - end
+        );
     }
 }

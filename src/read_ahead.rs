@@ -799,7 +799,7 @@ impl ReadAhead {
         let mapping = scanner.mapping();
         let index = match (&mapping, scanner.indexable_from()) {
             (Some(all), Some((pos, record))) if leaves_crcs_to_parser(cores) => {
-                FrameIndex::new(all, pos, record, cores)
+                FrameIndex::new(all, pos, record, cores, left)
             }
             _ => None,
         };
