@@ -511,7 +511,7 @@ impl ReadAheadShared {
         let framed = match first.take() {
             Some(first) => Ok(first),
             None => {
-                // BatchesInFlight for a batch's spans up front: grown by doubling, under
+                // Room for a batch's spans up front: grown by doubling, under
                 // the lock, they made the median batch of 64 Ki records hold
                 // it 0.45-0.46 ms against 0.44, and the slowest tenth 0.59-0.65
                 // against 0.48-0.49.
